@@ -1,0 +1,19 @@
+"""The op catalogue. Importing this package registers every op family."""
+
+from core.ops import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    conv,
+    dense,
+    dropout,
+    embedding,
+    io,
+    merge,
+    norm,
+    pool,
+    recurrent,
+    shape,
+)
+from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, register_op
+
+__all__ = ["REGISTRY", "Op", "Param", "ShapeError", "Tensor", "register_op"]

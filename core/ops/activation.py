@@ -1,0 +1,77 @@
+"""Element-wise activations and softmax."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.ops.registry import Op, Param, ShapeError, Tensor, register_op
+
+
+class _Elementwise(Op):
+    family = "activation"
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        return inputs[0]
+
+
+@register_op
+class ReLU(_Elementwise):
+    name = "ReLU"
+    help = "max(x, 0)."
+
+
+@register_op
+class ReLU6(_Elementwise):
+    name = "ReLU6"
+    help = "min(max(x, 0), 6) (MobileNet)."
+
+
+@register_op
+class LeakyReLU(_Elementwise):
+    name = "LeakyReLU"
+    help = "x if x > 0 else negative_slope·x."
+    params = (Param("negative_slope", "float", 0.01, minimum=0.0, maximum=1.0, help="Slope for x < 0."),)
+
+
+@register_op
+class GELU(_Elementwise):
+    name = "GELU"
+    help = "Gaussian error linear unit; exact (erf) unless approximate='tanh'."
+    params = (Param("approximate", "choice", "none", choices=("none", "tanh"), help="'none' (exact) or 'tanh'."),)
+
+
+@register_op
+class SiLU(_Elementwise):
+    name = "SiLU"
+    help = "x·sigmoid(x) (swish)."
+
+
+@register_op
+class Sigmoid(_Elementwise):
+    name = "Sigmoid"
+    help = "1 / (1 + exp(-x))."
+
+
+@register_op
+class Tanh(_Elementwise):
+    name = "Tanh"
+    help = "Hyperbolic tangent."
+
+
+@register_op
+class Softmax(Op):
+    name = "Softmax"
+    family = "activation"
+    help = ("Softmax along `axis` (counted without the batch axis; -1 is the last). Not needed before a "
+            "cross-entropy loss, which takes logits.")
+    params = (Param("axis", "int", -1, minimum=-8, maximum=7, help="Axis of one sample, -1 = last."),)
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        x = inputs[0]
+        n = len(x.shape)
+        if not -n <= p["axis"] < n:
+            raise ShapeError(f"axis {p['axis']} does not exist in a {n}-axis input ({x})",
+                             expected=f"an axis in [{-n}, {n - 1}]", field="axis")
+        return x

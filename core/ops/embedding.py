@@ -1,0 +1,48 @@
+"""Lookup tables for token ids, and learned positions."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.ops.registry import Op, Param, ShapeError, Tensor, expect_rank, register_op
+
+
+@register_op
+class Embedding(Op):
+    name = "Embedding"
+    family = "embedding"
+    help = "Maps token ids (T) of dtype int64 to vectors (T, embedding_dim)."
+    params = (
+        Param("num_embeddings", "int", minimum=1, maximum=10_000_000, help="Vocabulary size."),
+        Param("embedding_dim", "int", minimum=1, maximum=65_536, help="Size of each vector."),
+    )
+    input_dtype = "int64"
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        x = inputs[0]
+        expect_rank(x, [1], "token ids (T)")
+        return Tensor(x.shape + (p["embedding_dim"],))
+
+    @classmethod
+    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
+        return p["num_embeddings"] * p["embedding_dim"]
+
+
+@register_op
+class PositionalEmbedding(Op):
+    name = "PositionalEmbedding"
+    family = "embedding"
+    help = "Adds a learned vector per position to a sequence (T, F); T is taken from the input."
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        x = inputs[0]
+        expect_rank(x, [2], "a sequence (T, F)")
+        if x.numel > 100_000_000:
+            raise ShapeError(f"a {x} position table is too large", expected="T·F ≤ 100,000,000")
+        return x
+
+    @classmethod
+    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
+        return inputs[0].numel

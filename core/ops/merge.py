@@ -1,0 +1,55 @@
+"""Ops that join several tensors (residual connections, skip concatenations)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.ops.registry import Op, Param, ShapeError, Tensor, register_op
+
+
+@register_op
+class Add(Op):
+    name = "Add"
+    family = "merge"
+    help = "Element-wise sum of two or more inputs of the same shape (residual connections)."
+    min_inputs = 2
+    max_inputs = 16
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        first = inputs[0]
+        for i, t in enumerate(inputs[1:], start=1):
+            if t.shape != first.shape:
+                raise ShapeError(f"input {i} has shape {t} but input 0 has {first}",
+                                 expected="all inputs of the same shape",
+                                 fix="make both branches end in the same shape (e.g. a 1×1 Conv2d on the shortcut)")
+        return first
+
+
+@register_op
+class Concat(Op):
+    name = "Concat"
+    family = "merge"
+    help = ("Joins inputs along `axis` (without the batch axis: 0 is the channel axis of images and the "
+            "feature axis of vectors; -1 the last axis). Input order follows the edges' ports.")
+    params = (Param("axis", "int", 0, minimum=-8, maximum=7, help="Axis to join along."),)
+    min_inputs = 2
+    max_inputs = 16
+    ordered_inputs = True
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        first = inputs[0]
+        n = len(first.shape)
+        axis = p["axis"]
+        if not -n <= axis < n:
+            raise ShapeError(f"axis {axis} does not exist in a {n}-axis input ({first})",
+                             expected=f"an axis in [{-n}, {n - 1}]", field="axis")
+        axis %= n
+        total = 0
+        for i, t in enumerate(inputs):
+            if len(t.shape) != n or any(a != b for j, (a, b) in enumerate(zip(t.shape, first.shape)) if j != axis):
+                raise ShapeError(f"input {i} has shape {t}, input 0 has {first}",
+                                 expected=f"equal sizes on every axis except axis {axis}")
+            total += t.shape[axis]
+        return Tensor(first.shape[:axis] + (total,) + first.shape[axis + 1:])

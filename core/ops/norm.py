@@ -1,0 +1,60 @@
+"""Normalisation layers. Parameters follow torch's conventions; the mappers convert
+(torch momentum 0.1 is Keras/paddle momentum 0.9)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from core.ops.registry import Op, Param, Tensor, bool_param, expect_rank, register_op
+
+_EPS = Param("eps", "float", 1e-5, minimum=1e-12, maximum=1.0, help="Added to the variance for stability.")
+_MOMENTUM = Param("momentum", "float", 0.1, minimum=0.0, maximum=1.0,
+                  help="Weight of the new batch in the running statistics (torch convention).")
+
+
+class _BatchNorm(Op):
+    family = "norm"
+    params = (_EPS, _MOMENTUM, bool_param("affine", True, "Learn a scale and a shift."))
+
+    @classmethod
+    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
+        return 2 * inputs[0].shape[0] if p["affine"] else 0
+
+
+@register_op
+class BatchNorm1d(_BatchNorm):
+    name = "BatchNorm1d"
+    help = "Batch normalisation of features (C) or signals (C, L), per channel."
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        expect_rank(inputs[0], [1, 2], "features (C) or a signal (C, L)")
+        return inputs[0]
+
+
+@register_op
+class BatchNorm2d(_BatchNorm):
+    name = "BatchNorm2d"
+    help = "Batch normalisation of images (C, H, W), per channel."
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        expect_rank(inputs[0], [3], "an image (C, H, W)")
+        return inputs[0]
+
+
+@register_op
+class LayerNorm(Op):
+    name = "LayerNorm"
+    family = "norm"
+    help = "Normalises over the last axis of each sample (transformers)."
+    params = (_EPS, bool_param("elementwise_affine", True, "Learn a scale and a shift."))
+
+    @classmethod
+    def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
+        expect_rank(inputs[0], [1, 2, 3], "features, a sequence or an image")
+        return inputs[0]
+
+    @classmethod
+    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
+        return 2 * inputs[0].shape[-1] if p["elementwise_affine"] else 0

@@ -1,0 +1,312 @@
+"""The pipeline spec: the one contract between the editor, the CLI, the mappers and the tests.
+
+Three sections mirror the editor's three layers: ``data``, ``model`` and ``training``.
+All models are strict (unknown keys are errors) and frozen. The spec carries
+``schema_version``; documents written for an older version are upgraded by the
+functions registered in :mod:`core.upgrades` before they are validated here, never
+silently reinterpreted.
+
+Only the *structure* and the *types* of the document are checked here. Whether an
+op exists, whether its parameters are in range and whether shapes agree is the
+validator's job (:mod:`core.validate`), which reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+SCHEMA_VERSION = 1
+
+# Ids end up in error messages, file names and (as comments) in generated code.
+# Restricting their alphabet keeps all of those safe by construction; the
+# streamlit-flow component's own ids (`st-flow-node_<nanoid>`) fit it.
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+NodeId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+FreeText = Annotated[str, StringConstraints(max_length=2000)]
+
+MAX_NODES = 20_000
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, validate_default=True)
+
+
+# --------------------------------------------------------------------------- data layer
+
+
+class Resize(Strict):
+    """Resize images to ``size`` = [height, width] (bilinear)."""
+
+    op: Literal["resize"] = "resize"
+    size: tuple[Annotated[int, Field(ge=1, le=8192)], Annotated[int, Field(ge=1, le=8192)]]
+
+
+class ScaleToUnit(Strict):
+    """Divide by ``max_value`` so values fall in [0, 1] (255 for 8-bit images, 16 for sklearn digits)."""
+
+    op: Literal["scale"] = "scale"
+    max_value: Annotated[float, Field(gt=0)] | None = None
+
+
+class Normalize(Strict):
+    """Per-channel ``(x - mean) / std``; mean/std computed from the training split when omitted."""
+
+    op: Literal["normalize"] = "normalize"
+    mean: list[float] | None = None
+    std: list[Annotated[float, Field(gt=0)]] | None = None
+
+
+class Standardize(Strict):
+    """Tabular columns to zero mean, unit variance (statistics from the training split)."""
+
+    op: Literal["standardize"] = "standardize"
+
+
+class OneHot(Strict):
+    """Expand the listed categorical feature columns into one-hot columns."""
+
+    op: Literal["one_hot"] = "one_hot"
+    columns: list[FreeText] = Field(default_factory=list)
+
+
+class LabelEncode(Strict):
+    """Map the target's distinct values (strings or numbers) to 0..K-1, sorted."""
+
+    op: Literal["label_encode"] = "label_encode"
+
+
+class Tokenize(Strict):
+    """Split a text column into word ids (vocabulary from the training split), padded to ``max_length``."""
+
+    op: Literal["tokenize"] = "tokenize"
+    column: FreeText = "text"
+    vocab_size: Annotated[int, Field(ge=4, le=1_000_000)] = 20_000
+    max_length: Annotated[int, Field(ge=1, le=65_536)] = 128
+    lowercase: bool = True
+
+
+Preprocessing = Annotated[
+    Union[Resize, ScaleToUnit, Normalize, Standardize, OneHot, LabelEncode, Tokenize],
+    Field(discriminator="op"),
+]
+
+
+class RandomCrop(Strict):
+    op: Literal["random_crop"] = "random_crop"
+    padding: Annotated[int, Field(ge=0, le=512)] = 4
+
+
+class HorizontalFlip(Strict):
+    op: Literal["horizontal_flip"] = "horizontal_flip"
+    p: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+
+class Rotation(Strict):
+    op: Literal["rotation"] = "rotation"
+    degrees: Annotated[float, Field(ge=0, le=180)] = 15.0
+
+
+class ColorJitter(Strict):
+    op: Literal["color_jitter"] = "color_jitter"
+    brightness: Annotated[float, Field(ge=0, le=1)] = 0.2
+    contrast: Annotated[float, Field(ge=0, le=1)] = 0.2
+
+
+class GaussianNoise(Strict):
+    op: Literal["gaussian_noise"] = "gaussian_noise"
+    std: Annotated[float, Field(ge=0, le=10)] = 0.05
+
+
+Augmentation = Annotated[
+    Union[RandomCrop, HorizontalFlip, Rotation, ColorJitter, GaussianNoise],
+    Field(discriminator="op"),
+]
+
+DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "image_folder"]
+Task = Literal["classification", "regression"]
+
+
+class DataSpec(Strict):
+    """Where the training data is and how it becomes batches."""
+
+    source: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+        "sklearn:digits",
+        description="A built-in dataset ('sklearn:digits', 'sklearn:iris', 'sklearn:wine', "
+        "'sklearn:breast_cancer') or a path under a configured data root.",
+    )
+    format: DataFormat = "auto"
+    size: Annotated[int, Field(ge=0)] | None = Field(None, description="Number of samples (detected).")
+    sample_shape: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="Shape of one raw sample before preprocessing (detected)."
+    )
+    target: FreeText = Field("label", description="Target column (CSV/Parquet) or array key (NPZ).")
+    task: Task = "classification"
+    num_classes: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    input_shape: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="Shape of one sample as the model sees it (after preprocessing), no batch axis."
+    )
+    batch_size: Annotated[int, Field(ge=1, le=1_048_576)] = 64
+    validation_split: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+    test_split: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    shuffle: bool = True
+    num_workers: Annotated[int, Field(ge=0, le=256)] = 2
+    preprocessing: list[Preprocessing] = Field(default_factory=list)
+    augmentation: list[Augmentation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _splits_leave_training_data(self) -> DataSpec:
+        if self.validation_split + self.test_split >= 1.0:
+            raise ValueError(
+                f"validation_split + test_split = {self.validation_split + self.test_split:g} leaves no "
+                "training data; make their sum smaller than 1"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------- graph layer
+
+
+class Position(Strict):
+    x: float = 0.0
+    y: float = 0.0
+
+
+class NodeSpec(Strict):
+    """One layer of the network. ``params`` are checked against the op's declaration by the validator."""
+
+    id: NodeId
+    op: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    params: dict[str, Any] = Field(default_factory=dict)
+    label: FreeText | None = None
+    position: Position | None = None
+
+
+class EdgeSpec(Strict):
+    """A tensor flowing from ``source`` to ``target``; ``port`` orders the inputs of Add/Concat."""
+
+    source: NodeId
+    target: NodeId
+    port: Annotated[int, Field(ge=0, le=1024)] | None = None
+
+
+class ModelSpec(Strict):
+    nodes: list[NodeSpec] = Field(default_factory=list, max_length=MAX_NODES)
+    edges: list[EdgeSpec] = Field(default_factory=list, max_length=4 * MAX_NODES)
+
+
+# --------------------------------------------------------------------------- training layer
+
+
+class ResourcesSpec(Strict):
+    nodes: Annotated[int, Field(ge=1, le=4096)] = 1
+    gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 0
+    cpus_per_task: Annotated[int, Field(ge=1, le=1024)] = 2
+    mem_gb: Annotated[float, Field(gt=0, le=65_536)] | None = None
+    time_limit_min: Annotated[int, Field(ge=1, le=525_600)] = 60
+    partition: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+
+
+class OptimizerSpec(Strict):
+    """``weight_decay`` means the same in every framework: decoupled for AdamW, L2 for SGD/Adam."""
+
+    name: Literal["sgd", "adam", "adamw"] = "adamw"
+    lr: Annotated[float, Field(gt=0, le=10)] = 1e-3
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    nesterov: bool = False
+    weight_decay: Annotated[float, Field(ge=0, le=1)] = 0.0
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
+    eps: Annotated[float, Field(gt=0, le=1)] = 1e-8
+
+
+class ScheduleSpec(Strict):
+    name: Literal["constant", "step", "cosine", "warmup_cosine", "plateau"] = "constant"
+    step_size: Annotated[int, Field(ge=1)] = 10
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.1
+    warmup_epochs: Annotated[int, Field(ge=0)] = 1
+    min_lr: Annotated[float, Field(ge=0)] = 0.0
+    patience: Annotated[int, Field(ge=0)] = 3
+    factor: Annotated[float, Field(gt=0, lt=1)] = 0.5
+
+
+class CheckpointSpec(Strict):
+    every_steps: Annotated[int, Field(ge=1)] | None = 200
+    every_epoch: bool = True
+    keep: Annotated[int, Field(ge=1, le=1000)] = 2
+
+
+class EarlyStoppingSpec(Strict):
+    patience: Annotated[int, Field(ge=1)] | None = None
+    monitor: Literal["val_loss", "val_accuracy"] = "val_loss"
+    min_delta: Annotated[float, Field(ge=0)] = 0.0
+
+
+Switch = Literal["auto", "on", "off"]
+
+
+class PerformanceSpec(Strict):
+    """Speed practices of the generated code; ``auto`` turns each on where it helps (GPU present, …)."""
+
+    compile: Switch = "auto"
+    channels_last: Switch = "auto"
+    device_data: Switch = "auto"
+    xla: Switch = "auto"
+
+
+class TrainingSpec(Strict):
+    framework: Literal["auto", "torch", "keras", "paddle"] = "auto"
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    epochs: Annotated[int, Field(ge=1, le=100_000)] = 10
+    samples_per_epoch: Annotated[int, Field(ge=1)] | None = None
+    loss: Literal["cross_entropy", "mse", "mae", "bce_with_logits"] = "cross_entropy"
+    label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    gradient_clip_norm: Annotated[float, Field(gt=0)] | None = None
+    early_stopping: EarlyStoppingSpec = Field(default_factory=EarlyStoppingSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    log_every_steps: Annotated[int, Field(ge=1)] = 50
+    performance: PerformanceSpec = Field(default_factory=PerformanceSpec)
+
+
+# --------------------------------------------------------------------------- the document
+
+
+class PipelineSpec(Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)] = "pipeline"
+    description: FreeText = ""
+    data: DataSpec = Field(default_factory=DataSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_none=False), indent=indent, ensure_ascii=False)
+
+    def spec_hash(self) -> str:
+        """A stable hash of the content (sorted keys, no whitespace); positions and labels excluded."""
+        doc = self.model_dump(mode="json")
+        for node in doc["model"]["nodes"]:
+            node.pop("position", None)
+            node.pop("label", None)
+        canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def node(self, node_id: str) -> NodeSpec:
+        for n in self.model.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the current spec version (``python -m flowtrain schema``)."""
+    schema = PipelineSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"FlowTrain pipeline spec (schema_version {SCHEMA_VERSION})"
+    return schema

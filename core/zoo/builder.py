@@ -1,0 +1,43 @@
+"""A small builder for writing pipelines in Python (the model zoo, tests, benchmarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.spec import PipelineSpec
+
+
+class GraphBuilder:
+    """Appends nodes with generated ids (``conv1``, ``conv2`` …) and the edges between them."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self.edges: list[dict[str, Any]] = []
+        self._counts: dict[str, int] = {}
+
+    def add(self, op: str, *inputs: str, id: str | None = None, **params: Any) -> str:
+        if id is None:
+            stem = op.lower()
+            self._counts[stem] = self._counts.get(stem, 0) + 1
+            id = f"{stem}{self._counts[stem]}"
+        self.nodes.append({"id": id, "op": op, "params": params})
+        ported = len(inputs) > 1
+        for port, src in enumerate(inputs):
+            edge: dict[str, Any] = {"source": src, "target": id}
+            if ported:
+                edge["port"] = port
+            self.edges.append(edge)
+        return id
+
+    def chain(self, x: str, *layers: tuple[str, dict[str, Any]]) -> str:
+        for op, params in layers:
+            x = self.add(op, x, **params)
+        return x
+
+    def model(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "edges": self.edges}
+
+    def spec(self, name: str, description: str, data: dict[str, Any], training: dict[str, Any]) -> PipelineSpec:
+        return PipelineSpec.model_validate(
+            {"name": name, "description": description, "data": data, "model": self.model(), "training": training}
+        )

@@ -1,0 +1,70 @@
+"""Text classifiers over a tokenized CSV column."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.spec import PipelineSpec
+from core.zoo import zoo_model
+from core.zoo.builder import GraphBuilder
+
+VOCAB = 20_000
+LENGTH = 200
+
+
+def _text_data() -> dict[str, Any]:
+    return {
+        "source": "text/reviews.csv",
+        "format": "csv",
+        "target": "label",
+        "num_classes": 2,
+        "batch_size": 64,
+        "validation_split": 0.1,
+        "preprocessing": [
+            {"op": "tokenize", "column": "text", "vocab_size": VOCAB, "max_length": LENGTH},
+            {"op": "label_encode"},
+        ],
+    }
+
+
+_TRAINING: dict[str, Any] = {
+    "epochs": 5,
+    "loss": "cross_entropy",
+    "optimizer": {"name": "adamw", "lr": 1e-3, "weight_decay": 0.01},
+    "schedule": {"name": "warmup_cosine", "warmup_epochs": 1},
+    "gradient_clip_norm": 1.0,
+    "resources": {"nodes": 1, "gpus_per_node": 1, "cpus_per_task": 4, "time_limit_min": 120},
+}
+
+
+@zoo_model("lstm_text_classifier", "Embedding → bidirectional LSTM → Linear, for a text CSV column")
+def lstm_text_classifier() -> PipelineSpec:
+    g = GraphBuilder()
+    x = g.add("Input", id="tokens", dtype="int64")
+    x = g.chain(
+        x,
+        ("Embedding", {"num_embeddings": VOCAB, "embedding_dim": 128}),
+        ("LSTM", {"hidden_size": 128, "bidirectional": True}),
+        ("Dropout", {"p": 0.3}),
+        ("Linear", {"out_features": 2}),
+    )
+    g.add("Output", x, id="output")
+    return g.spec("lstm_text_classifier", "Sentiment-style classifier with a bidirectional LSTM.",
+                  _text_data(), _TRAINING)
+
+
+@zoo_model("transformer_text_classifier", "Embedding + positions → 2 transformer encoder layers → mean → Linear")
+def transformer_text_classifier() -> PipelineSpec:
+    g = GraphBuilder()
+    x = g.add("Input", id="tokens", dtype="int64")
+    x = g.chain(
+        x,
+        ("Embedding", {"num_embeddings": VOCAB, "embedding_dim": 128}),
+        ("PositionalEmbedding", {}),
+        ("TransformerEncoderLayer", {"num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}),
+        ("TransformerEncoderLayer", {"num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}),
+        ("SequencePool", {"mode": "mean"}),
+        ("Linear", {"out_features": 2}),
+    )
+    g.add("Output", x, id="output")
+    return g.spec("transformer_text_classifier", "Small transformer encoder classifier.", _text_data(), _TRAINING)
