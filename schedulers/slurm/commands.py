@@ -1,0 +1,650 @@
+"""The commands transport: Slurm driven through its own client commands.
+
+Every call runs with a timeout (with slurmctld down a client hangs ~9 s before it gives up on its
+own) and every failure becomes a :class:`~schedulers.base.SchedulerError` whose message names the
+command, what it said and how to fix it. Parsing is done by module-level pure functions so that the
+unit tests can feed them output captured from a real cluster (tests/schedulers/data/).
+
+Output shapes are those of Slurm 22.05 (``--json`` is OpenAPI v0.0.38; ``scontrol`` has no
+``--json`` there, so its one-line ``-o`` form is parsed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schedulers.base import JobStatus, RunState, SchedulerError
+
+DEFAULT_TIMEOUT_S = 15.0
+START_HINT = "start it with scripts/devcluster.sh start (dev cluster) or ask the cluster's admins"
+
+# --- job states and exit codes -------------------------------------------------------------------
+
+_STATE_MAP: dict[str, RunState] = {
+    "PENDING": RunState.PENDING,
+    "CONFIGURING": RunState.PENDING,  # nodes are being booted for it; user code not started
+    "RESV_DEL_HOLD": RunState.PENDING,
+    "REQUEUE_HOLD": RunState.REQUEUED,
+    "REQUEUE_FED": RunState.REQUEUED,
+    "REQUEUED": RunState.REQUEUED,
+    "RUNNING": RunState.RUNNING,
+    "COMPLETING": RunState.RUNNING,  # program ended, Slurm still cleaning up: not final yet
+    "STAGE_OUT": RunState.RUNNING,
+    "SIGNALING": RunState.RUNNING,
+    "RESIZING": RunState.RUNNING,
+    "SUSPENDED": RunState.RUNNING,
+    "STOPPED": RunState.RUNNING,
+    "COMPLETED": RunState.COMPLETED,
+    "FAILED": RunState.FAILED,
+    "OUT_OF_MEMORY": RunState.FAILED,
+    "SPECIAL_EXIT": RunState.FAILED,
+    "CANCELLED": RunState.CANCELLED,
+    "REVOKED": RunState.CANCELLED,
+    "TIMEOUT": RunState.TIMEOUT,
+    "DEADLINE": RunState.TIMEOUT,
+    "NODE_FAIL": RunState.NODE_FAIL,
+    "BOOT_FAIL": RunState.NODE_FAIL,
+    "PREEMPTED": RunState.PREEMPTED,
+}
+
+
+def map_job_state(slurm_state: str) -> RunState:
+    """Slurm's job state (``RUNNING``, ``CANCELLED by 0``, ``FAILED+...``) → :class:`RunState`.
+
+    Unknown or empty states map to ``UNKNOWN`` rather than raising: a newer Slurm may add states,
+    and the portal must still show the job.
+    """
+    base = slurm_state.strip().split(" ", 1)[0].split("+", 1)[0].upper()
+    return _STATE_MAP.get(base, RunState.UNKNOWN)
+
+
+def decode_wait_status(raw: int) -> tuple[int | None, int | None]:
+    """A raw wait status (``squeue --json``'s ``exit_code``) → ``(exit_code, signal)``.
+
+    768 → ``(3, None)`` (exited with 3); 9 → ``(None, 9)`` (killed by SIGKILL). A process killed
+    by a signal has no exit code, so ``exit_code`` is ``None`` then.
+    """
+    if raw < 0:
+        raise ValueError(f"wait status must be >= 0, got {raw}")
+    sig = raw & 0x7F
+    if sig and sig != 0x7F:
+        return None, sig
+    return (raw >> 8) & 0xFF, None
+
+
+def parse_exit_pair(text: str) -> tuple[int | None, int | None]:
+    """scontrol/sacct ``ExitCode=3:0`` (``exit:signal``) → ``(exit_code, signal)``.
+
+    ``0:9`` → ``(None, 9)``, same convention as :func:`decode_wait_status`.
+    """
+    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", text)
+    if not m:
+        raise ValueError(f"expected an exit code of the form EXIT:SIGNAL like '3:0', got {text!r}")
+    code, sig = int(m.group(1)), int(m.group(2))
+    if sig:
+        return None, sig
+    return code, None
+
+
+# --- scontrol -o text ----------------------------------------------------------------------------
+
+# A key starts a token: at the line start or after whitespace, letters then [\w/:.-], then '='.
+_KEY_RE = re.compile(r"(?:^|(?<=\s))([A-Za-z][\w/:.\-]*)=")
+
+
+def parse_scontrol_line(line: str) -> dict[str, str]:
+    """One ``scontrol -o show …`` line → ``{key: value}``.
+
+    Values may contain spaces (``Reason=node down [root@…]``, ``OS=Linux 6.1 #1 SMP``): a value runs
+    until the next ``Key=`` that follows whitespace.
+    """
+    matches = list(_KEY_RE.finditer(line))
+    out: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out[m.group(1)] = line[m.end() : end].strip()
+    return out
+
+
+def _null(value: str | None) -> str:
+    """Slurm's ``(null)``/``None``/``N/A`` placeholders → ``""``."""
+    if value is None or value in {"(null)", "None", "N/A", "n/a"}:
+        return ""
+    return value
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """Everything the transport reads about one job, in Slurm's terms plus the mapped state."""
+
+    job_id: str
+    name: str
+    slurm_state: str
+    state: RunState
+    exit_code: int | None
+    signal: int | None
+    reason: str
+    restarts: int
+    nodes: str
+    partition: str
+    stdout: str = ""
+    workdir: str = ""
+
+    def to_status(self) -> JobStatus:
+        return JobStatus(
+            job_id=self.job_id,
+            state=self.state,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            reason=self.reason,
+            restarts=self.restarts,
+            nodes=self.nodes,
+        )
+
+
+def _final_codes(
+    state: RunState, pair: tuple[int | None, int | None]
+) -> tuple[int | None, int | None]:
+    """Exit codes only mean something once the job ended (a pending job reports ``0:0``)."""
+    if state.is_final or state == RunState.PREEMPTED:
+        return pair
+    return None, None
+
+
+def job_from_scontrol(fields: Mapping[str, str]) -> SlurmJob:
+    """Fields of ``scontrol -o show job`` (see :func:`parse_scontrol_line`) → :class:`SlurmJob`."""
+    if "JobId" not in fields or "JobState" not in fields:
+        raise ValueError(f"not a scontrol job record (no JobId/JobState): {dict(fields)!r}")
+    state = map_job_state(fields["JobState"])
+    exit_code, sig = _final_codes(state, parse_exit_pair(fields.get("ExitCode", "0:0")))
+    return SlurmJob(
+        job_id=fields["JobId"],
+        name=fields.get("JobName", ""),
+        slurm_state=fields["JobState"],
+        state=state,
+        exit_code=exit_code,
+        signal=sig,
+        reason=_null(fields.get("Reason")),
+        restarts=_int(fields.get("Restarts")),
+        nodes=_null(fields.get("NodeList")),
+        partition=fields.get("Partition", ""),
+        stdout=_null(fields.get("StdOut")),
+        workdir=_null(fields.get("WorkDir")),
+    )
+
+
+def job_from_squeue_json(job: Mapping[str, Any]) -> SlurmJob:
+    """One element of ``squeue --json``'s ``jobs`` → :class:`SlurmJob`.
+
+    ``exit_code`` there is a raw wait status (exit 3 → 768). ``standard_output`` is the
+    unexpanded pattern (``%j`` left in), so it is not copied to ``stdout``.
+    """
+    slurm_state = str(job.get("job_state", ""))
+    state = map_job_state(slurm_state)
+    exit_code, sig = _final_codes(state, decode_wait_status(_int(job.get("exit_code"))))
+    return SlurmJob(
+        job_id=str(job["job_id"]),
+        name=str(job.get("name", "")),
+        slurm_state=slurm_state,
+        state=state,
+        exit_code=exit_code,
+        signal=sig,
+        reason=_null(str(job.get("state_reason", ""))),
+        restarts=_int(job.get("restart_cnt")),
+        nodes=str(job.get("nodes", "")),
+        partition=str(job.get("partition", "")),
+        workdir=str(job.get("current_working_directory", "")),
+    )
+
+
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList", "Partition", "WorkDir")
+
+
+def jobs_from_sacct(text: str) -> dict[str, SlurmJob]:
+    """``sacct -P -o <SACCT_FIELDS>`` output (with header) → last record per job id.
+
+    Job steps (``12.batch``) are skipped. A requeued job has one jobcomp record per run
+    (e.g. NODE_FAIL then COMPLETED); the last one wins and the earlier ones count as restarts.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return {}
+    header = lines[0].split("|")
+    missing = [f for f in ("JobID", "State", "ExitCode") if f not in header]
+    if missing:
+        raise ValueError(f"sacct output lacks columns {missing}; header was {lines[0]!r}")
+    out: dict[str, SlurmJob] = {}
+    seen: dict[str, int] = {}
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        job_id = row["JobID"]
+        if not re.fullmatch(r"\d+(_\d+)?", job_id):
+            continue
+        state = map_job_state(row.get("State", ""))
+        try:
+            pair = parse_exit_pair(row.get("ExitCode", "0:0"))
+        except ValueError:
+            pair = (None, None)
+        exit_code, sig = _final_codes(state, pair)
+        seen[job_id] = seen.get(job_id, 0) + 1
+        out[job_id] = SlurmJob(
+            job_id=job_id,
+            name=row.get("JobName", ""),
+            slurm_state=row.get("State", ""),
+            state=state,
+            exit_code=exit_code,
+            signal=sig,
+            reason="",
+            restarts=seen[job_id] - 1,
+            nodes=_null(row.get("NodeList")),
+            partition=row.get("Partition", ""),
+            workdir=_null(row.get("WorkDir")),
+        )
+    return out
+
+
+# --- nodes ---------------------------------------------------------------------------------------
+
+_GRES_RE = re.compile(r"([A-Za-z_]+)(?::[^:(,]+)?:(\d+)(?:\([^)]*\))?")
+
+
+def count_gres(gres: str, name: str = "gpu") -> int:
+    """Count of one GRES in Slurm's gres strings.
+
+    Handles ``gpu:4``, ``gpu:3(IDX:0-2)``, ``gpu:a100:2(IDX:0,2),mps:100``, ``(null)`` and ``""``.
+    """
+    total = 0
+    for m in _GRES_RE.finditer(_null(gres)):
+        if m.group(1) == name:
+            total += int(m.group(2))
+    return total
+
+
+# Base states (lower case, as sinfo --json gives them) and flags that take a node out of service.
+UNAVAILABLE_STATES = frozenset({"down", "unknown", "invalid", "inval", "error", "future", "fail"})
+UNAVAILABLE_FLAGS = frozenset(
+    {
+        "DRAIN",
+        "DRAINING",
+        "DRAINED",
+        "FAIL",
+        "NOT_RESPONDING",
+        "INVALID_REG",
+        "MAINTENANCE",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "POWERING_UP",
+        "REBOOT_ISSUED",
+        "REBOOT_REQUESTED",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node as ``sinfo --json`` reports it."""
+
+    name: str
+    partitions: tuple[str, ...]
+    state: str  # base state, lower case: idle, mixed, allocated, down, ...
+    flags: tuple[str, ...]  # DRAIN, NOT_RESPONDING, ...
+    cpus: int
+    alloc_cpus: int
+    memory_mb: int
+    alloc_memory_mb: int
+    gpus: int
+    alloc_gpus: int
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        """Can take new work: not down/drained/failing/unresponsive."""
+        return self.state not in UNAVAILABLE_STATES and not (set(self.flags) & UNAVAILABLE_FLAGS)
+
+    @property
+    def state_text(self) -> str:
+        """``idle+DRAIN`` style, for display."""
+        return "+".join((self.state, *self.flags))
+
+
+def nodes_from_sinfo_json(doc: Mapping[str, Any]) -> list[SlurmNode]:
+    """``sinfo --json`` → nodes (v0.0.38: ``nodes[]`` with ``state`` + ``state_flags``)."""
+    if "nodes" not in doc:
+        raise ValueError(f"sinfo --json output has no 'nodes' key; keys: {sorted(doc)}")
+    nodes = []
+    for n in doc["nodes"]:
+        state_words = str(n.get("state", "unknown")).lower().split("+")
+        flags = [f.upper() for f in state_words[1:]] + [str(f).upper() for f in n.get("state_flags", [])]
+        nodes.append(
+            SlurmNode(
+                name=str(n["name"]),
+                partitions=tuple(n.get("partitions", ())),
+                state=state_words[0],
+                flags=tuple(dict.fromkeys(flags)),
+                cpus=_int(n.get("cpus")),
+                alloc_cpus=_int(n.get("alloc_cpus")),
+                memory_mb=_int(n.get("real_memory")),
+                alloc_memory_mb=_int(n.get("alloc_memory")),
+                gpus=count_gres(str(n.get("gres", ""))),
+                alloc_gpus=count_gres(str(n.get("gres_used", ""))),
+                reason=str(n.get("reason", "") or ""),
+            )
+        )
+    return nodes
+
+
+def node_from_scontrol(fields: Mapping[str, str]) -> SlurmNode:
+    """Fields of ``scontrol -d -o show node`` → :class:`SlurmNode` (``State=IDLE+DRAIN``)."""
+    if "NodeName" not in fields:
+        raise ValueError(f"not a scontrol node record (no NodeName): {dict(fields)!r}")
+    words = fields.get("State", "UNKNOWN").split("+")
+    base = words[0].rstrip("*~#!%$@^-").lower()
+    flags = [w.upper() for w in words[1:]]
+    if words[0].endswith("*"):
+        flags.append("NOT_RESPONDING")
+    return SlurmNode(
+        name=fields["NodeName"],
+        partitions=tuple(p for p in _null(fields.get("Partitions")).split(",") if p),
+        state={"alloc": "allocated", "mix": "mixed"}.get(base, base),
+        flags=tuple(dict.fromkeys(flags)),
+        cpus=_int(fields.get("CPUTot")),
+        alloc_cpus=_int(fields.get("CPUAlloc")),
+        memory_mb=_int(fields.get("RealMemory")),
+        alloc_memory_mb=_int(fields.get("AllocMem")),
+        gpus=count_gres(fields.get("Gres", "")),
+        alloc_gpus=count_gres(fields.get("GresUsed", "")),
+        reason=_null(fields.get("Reason")),
+    )
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    """One partition from ``scontrol -o show partition``."""
+
+    name: str
+    up: bool
+    default: bool
+    nodes: str
+    state: str
+
+
+def partitions_from_scontrol(text: str) -> list[SlurmPartition]:
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = parse_scontrol_line(line)
+        if "PartitionName" not in f:
+            raise ValueError(f"not a scontrol partition record: {line!r}")
+        out.append(
+            SlurmPartition(
+                name=f["PartitionName"],
+                up=f.get("State", "") == "UP",
+                default=f.get("Default", "NO") == "YES",
+                nodes=_null(f.get("Nodes")),
+                state=f.get("State", ""),
+            )
+        )
+    return out
+
+
+def parse_sbatch_parsable(text: str) -> str:
+    """``sbatch --parsable`` prints ``ID`` or ``ID;cluster``."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    job_id = first.split(";", 1)[0]
+    if not re.fullmatch(r"\d+", job_id):
+        raise ValueError(f"sbatch --parsable printed {text!r}; expected a job id like '123'")
+    return job_id
+
+
+# --- running the commands ------------------------------------------------------------------------
+
+_UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Zero Bytes were transmitted",
+    "Unable to establish controller",
+)
+_NO_JOB = ("Invalid job id specified",)
+_CONF_ERRORS = ("unable to status file", "s_p_parse_file", "Unable to process configuration file")
+
+
+def _validate_job_id(job_id: str) -> str:
+    if not re.fullmatch(r"\d+(_\d+)?", str(job_id)):
+        raise SchedulerError(f"invalid Slurm job id {job_id!r}; expected digits like '123'")
+    return str(job_id)
+
+
+def _validate_word(kind: str, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", value):
+        raise SchedulerError(
+            f"invalid {kind} {value!r}; expected letters, digits, '_', '.', '-', ',' or a [range]"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class SlurmCommands:
+    """Runs Slurm's client commands against one cluster.
+
+    ``slurm_conf``: the cluster's ``slurm.conf`` (``None`` → the ``SLURM_CONF`` environment
+    variable, or Slurm's compiled-in default). ``timeout_s`` bounds every call.
+    """
+
+    slurm_conf: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def from_env(cls, timeout_s: float = DEFAULT_TIMEOUT_S) -> SlurmCommands:
+        return cls(slurm_conf=os.environ.get("SLURM_CONF") or None, timeout_s=timeout_s)
+
+    @property
+    def conf_text(self) -> str:
+        return self.slurm_conf or os.environ.get("SLURM_CONF") or "(Slurm's default /etc/slurm/slurm.conf)"
+
+    def _env(self, clean_job_env: bool) -> dict[str, str]:
+        env = dict(os.environ)
+        if clean_job_env:
+            # Inside an allocation, SLURM_*/SBATCH_* from the portal's own job would leak into the
+            # job being submitted (its size, its name, its output file).
+            env = {
+                k: v
+                for k, v in env.items()
+                if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")) or k == "SLURM_CONF"
+            }
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        env["SLURM_TIME_FORMAT"] = "standard"
+        return env
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        cwd: Path | None = None,
+        benign: Iterable[str] = (),
+        hint: str = "",
+        clean_job_env: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one command; raise :class:`SchedulerError` on any failure.
+
+        A non-zero exit whose stderr contains one of ``benign`` is returned, not raised: the caller
+        asked for that answer (e.g. "Invalid job id" when looking a job up).
+        """
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        cmdline = shlex.join(args)
+        try:
+            proc = subprocess.run(
+                list(args),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=cwd,
+                env=self._env(clean_job_env),
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise SchedulerError(
+                f"`{args[0]}` not found on PATH ({os.environ.get('PATH', '')}); install Slurm's "
+                "client commands (Debian: apt-get install slurm-client; dev cluster: "
+                "scripts/devcluster.sh install)"
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise SchedulerError(
+                f"`{cmdline}` did not answer within {timeout:g} s: the Slurm controller at "
+                f"SLURM_CONF={self.conf_text} is down or unreachable; {START_HINT}"
+            ) from exc
+        if proc.returncode == 0:
+            return proc
+        said = (proc.stderr.strip() or proc.stdout.strip() or "(no output)")[-2000:]
+        if any(b in said for b in benign):
+            return proc
+        if any(u in said for u in _UNREACHABLE):
+            raise SchedulerError(
+                f"Slurm controller unreachable at SLURM_CONF={self.conf_text}: `{cmdline}` said: "
+                f"{said}; {START_HINT}"
+            )
+        if any(c in said for c in _CONF_ERRORS):
+            raise SchedulerError(
+                f"`{cmdline}` cannot read its configuration SLURM_CONF={self.conf_text}: {said}; set "
+                "SLURM_CONF to the cluster's slurm.conf (dev cluster: "
+                'eval "$(scripts/devcluster.sh env)")'
+            )
+        raise SchedulerError(
+            f"`{cmdline}` failed with exit code {proc.returncode}: {said}" + (f"; {hint}" if hint else "")
+        )
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _json(self, args: Sequence[str]) -> dict[str, Any]:
+        out = self.run(args).stdout
+        try:
+            doc = json.loads(out)
+        except json.JSONDecodeError as exc:
+            raise SchedulerError(
+                f"`{shlex.join(args)}` printed output that is not JSON ({exc}); first 200 chars: "
+                f"{out[:200]!r}; this transport expects Slurm >= 21.08 with --json support"
+            ) from exc
+        errors = doc.get("errors") or []
+        if errors:
+            raise SchedulerError(f"`{shlex.join(args)}` reported errors: {errors}")
+        return doc
+
+    def ping(self, timeout_s: float = 5.0) -> bool:
+        """True when ``scontrol ping`` reports the controller UP (never raises on a down controller)."""
+        try:
+            proc = self.run(["scontrol", "ping"], timeout_s=timeout_s, benign=("DOWN",))
+        except SchedulerError:
+            return False
+        return proc.returncode == 0 and "is UP" in proc.stdout
+
+    def squeue_json(self) -> dict[str, Any]:
+        """All jobs the controller knows, including those finished within ``MinJobAge``."""
+        return self._json(["squeue", "--json"])
+
+    def squeue_jobs(self) -> dict[str, SlurmJob]:
+        return {j.job_id: j for j in map(job_from_squeue_json, self.squeue_json().get("jobs", []))}
+
+    def sinfo_json(self) -> dict[str, Any]:
+        return self._json(["sinfo", "--json"])
+
+    def nodes(self) -> list[SlurmNode]:
+        return nodes_from_sinfo_json(self.sinfo_json())
+
+    def show_nodes(self) -> list[SlurmNode]:
+        """``scontrol -d -o show node`` (text form; ``GresUsed`` per node)."""
+        out = self.run(["scontrol", "-d", "-o", "show", "node"]).stdout
+        return [node_from_scontrol(parse_scontrol_line(ln)) for ln in out.splitlines() if ln.strip()]
+
+    def partitions(self) -> list[SlurmPartition]:
+        return partitions_from_scontrol(self.run(["scontrol", "-o", "show", "partition"]).stdout)
+
+    def show_job(self, job_id: str) -> SlurmJob | None:
+        """The controller's record of a job, or ``None`` when it no longer knows it (aged out)."""
+        proc = self.run(["scontrol", "-o", "show", "job", _validate_job_id(job_id)], benign=_NO_JOB)
+        if proc.returncode != 0:
+            return None
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        if not lines:
+            return None
+        # An array job prints one line per task; the first is the one asked for.
+        return job_from_scontrol(parse_scontrol_line(lines[0]))
+
+    def sacct_job(self, job_id: str) -> SlurmJob | None:
+        """A finished job from accounting, or from the jobcomp file (``sacct -c``) without slurmdbd."""
+        job_id = _validate_job_id(job_id)
+        args = ["sacct", "-P", "-j", job_id, "-o", ",".join(SACCT_FIELDS)]
+        proc = self.run(args, benign=("accounting storage is disabled",))
+        if proc.returncode != 0:
+            proc = self.run(
+                ["sacct", "-c", *args[1:]],
+                hint="set JobCompType=jobcomp/filetxt (or run slurmdbd) so finished jobs stay visible",
+            )
+        return jobs_from_sacct(proc.stdout).get(job_id)
+
+    # -- acting ----------------------------------------------------------------------------------
+
+    def sbatch(self, script: Path, *, cwd: Path | None = None, extra_args: Sequence[str] = ()) -> str:
+        """Submit a batch script; return the job id."""
+        proc = self.run(
+            ["sbatch", "--parsable", *extra_args, str(script)],
+            cwd=cwd,
+            clean_job_env=True,
+            hint="check the #SBATCH lines in " + str(script) + " against `sinfo` (partition, GPUs, memory)",
+        )
+        try:
+            return parse_sbatch_parsable(proc.stdout)
+        except ValueError as exc:
+            raise SchedulerError(str(exc)) from exc
+
+    def scancel(self, job_id: str, signal: str | None = None) -> None:
+        args = ["scancel"]
+        if signal:
+            args.append("--signal=" + _validate_word("signal", signal))
+        self.run([*args, _validate_job_id(job_id)])
+
+    def requeue(self, job_id: str) -> None:
+        """``scontrol requeue``: the job goes back to PENDING (eligible again after ~120 s)."""
+        self.run(
+            ["scontrol", "requeue", _validate_job_id(job_id)],
+            hint="only batch jobs submitted with --requeue (or JobRequeue=1) can be requeued",
+        )
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        """``scontrol update jobid=ID key=value …`` (e.g. ``starttime="now"``)."""
+        self.run(["scontrol", "update", f"jobid={_validate_job_id(job_id)}", *_kv(fields)])
+
+    def update_node(self, nodes: str, **fields: str) -> None:
+        """``scontrol update nodename=NODES key=value …`` (e.g. ``state="drain", reason="…"``)."""
+        self.run(["scontrol", "update", f"nodename={_validate_word('node list', nodes)}", *_kv(fields)])
+
+
+def _kv(fields: Mapping[str, str]) -> list[str]:
+    out = []
+    for key, value in fields.items():
+        if not re.fullmatch(r"[A-Za-z]+", key):
+            raise SchedulerError(f"invalid scontrol field name {key!r}; expected letters only")
+        if "\n" in str(value):
+            raise SchedulerError(f"scontrol field {key} must be one line, got {value!r}")
+        out.append(f"{key}={value}")
+    return out

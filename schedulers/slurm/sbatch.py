@@ -1,0 +1,185 @@
+"""Renders the sbatch script for a :class:`~schedulers.base.JobRequest`.
+
+User text never becomes shell code: the job name is reduced to ``[A-Za-z0-9_.-]``; strings in
+``#SBATCH`` lines are validated and double-quoted where needed (sbatch parses those lines itself and
+understands double quotes only — a single-quoted value keeps its quotes); strings in the shell body
+go through :func:`shlex.quote`.
+
+Signals: ``--signal=B:USR1@120`` (the batch shell gets SIGUSR1 two minutes before the time limit).
+Every launch line starts with ``exec``, so the batch shell *is* the program (single process) or
+``srun`` (multi-process), and srun forwards SIGUSR1 to every task. Without ``B:``, Slurm would signal
+only job steps, and a single-process job (no srun step) would never see it. Caveat: under
+``torch.distributed.run`` the signal reaches the torchrun agent, which does not forward SIGUSR1 to its
+workers; those still get SIGTERM at the limit/cancel, and resume relies on the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import jinja2
+
+from schedulers.base import JobRequest
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
+TEMPLATE_NAME = "job.sbatch.j2"
+SCRIPT_NAME = "job.sbatch"
+LOG_PATTERN = "slurm-%j.out"  # stdout+stderr of the job, in the run directory
+DEFAULT_SIGNAL = "B:USR1@120"
+FRAMEWORKS = ("torch", "keras", "paddle")
+
+_SAFE_SBATCH = re.compile(r"[A-Za-z0-9_./:@+=,\-]+")
+# Characters a path may not have in an #SBATCH line: sbatch has no escape for '"', treats '%' as a
+# filename pattern and '#' may start a comment; control characters would end the line.
+_BAD_PATH_CHARS = re.compile(r'["\\%#\x00-\x1f\x7f]')
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PARTITION = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def log_file_name(job_id: str) -> str:
+    """The job's log file name inside its run directory (``LOG_PATTERN`` with ``%j`` filled in)."""
+    return LOG_PATTERN.replace("%j", str(job_id))
+
+
+def sanitize_job_name(name: str) -> str:
+    """Only ``[A-Za-z0-9_.-]``, no leading punctuation, at most 64 characters; never empty."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "_", name).strip("._-")[:64]
+    return cleaned or "flowtrain"
+
+
+def _sbatch_path(path: str, suffix: str = "") -> str:
+    """``path + suffix`` for an #SBATCH line: as is when plain, else double-quoted.
+
+    ``path`` is user-influenced and checked; ``suffix`` is ours (it may hold sbatch's ``%j``).
+    """
+    if _BAD_PATH_CHARS.search(path):
+        raise ValueError(
+            f"run directory {path!r} contains a character sbatch cannot take in an #SBATCH line "
+            "(one of \" \\ % # or a control character); use a path without them"
+        )
+    value = path + suffix
+    return value if _SAFE_SBATCH.fullmatch(value.replace("%j", "")) else f'"{value}"'
+
+
+def _time_limit(minutes: int) -> str:
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{mins:02d}:00" if days else f"{hours}:{mins:02d}:00"
+
+
+@dataclass(frozen=True)
+class _Launch:
+    mode: str
+    line: str
+    distributed: bool
+
+
+def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
+    """The launch line for the request's framework (already shell-quoted)."""
+    r = request.resources
+    py = shlex.quote(python)
+    prog = " ".join(shlex.quote(a) for a in (request.script, *request.args))
+    total = r.nodes * procs_per_node
+    if total == 1:
+        return _Launch("one process", f"exec {py} {prog}", distributed=False)
+    node_cpus = procs_per_node * r.cpus_per_task
+    # One srun task per node, holding all the node's CPUs/GPUs, for launchers that fork workers.
+    per_node = (
+        f'exec srun --nodes={r.nodes} --ntasks={r.nodes} --ntasks-per-node=1 --cpus-per-task={node_cpus}'
+    )
+    if request.framework == "torch":
+        line = (
+            f"{per_node} {py} -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" "
+            f"--nproc_per_node={procs_per_node} --rdzv_backend=c10d "
+            f"--rdzv_endpoint=\"$MASTER_ADDR:$MASTER_PORT\" --rdzv_id=\"$SLURM_JOB_ID\" {prog}"
+        )
+        return _Launch(f"srun, one torchrun per node x {procs_per_node} processes", line, True)
+    if request.framework == "paddle":
+        if r.nodes == 1:
+            line = f"exec {py} -m paddle.distributed.launch --nproc_per_node {procs_per_node} {prog}"
+            return _Launch(f"paddle.distributed.launch, {procs_per_node} processes", line, False)
+        # $SLURM_NODEID differs per task, so it is expanded inside the task, by bash -c; python and
+        # the program reach that inner shell as positional parameters, never as code.
+        inner = (
+            'exec "$0" -m paddle.distributed.launch --master "$MASTER_ADDR:$MASTER_PORT" '
+            f'--nnodes "$SLURM_NNODES" --rank "$SLURM_NODEID" --nproc_per_node {procs_per_node} "$@"'
+        )
+        line = f"{per_node} bash -c {shlex.quote(inner)} {py} {prog}"
+        return _Launch(f"srun, one paddle.distributed.launch per node x {procs_per_node}", line, True)
+    # keras / TensorFlow: one srun task per worker; SlurmClusterResolver reads SLURM_* from the env.
+    line = (
+        f"exec srun --nodes={r.nodes} --ntasks={total} --ntasks-per-node={procs_per_node} "
+        f"--cpus-per-task={r.cpus_per_task} {py} {prog}"
+    )
+    return _Launch(f"srun, one task per worker ({total} workers)", line, False)
+
+
+def render_sbatch(
+    request: JobRequest,
+    python: str | None = None,
+    *,
+    requeue: bool = True,
+    signal: str | None = DEFAULT_SIGNAL,
+) -> str:
+    """The text of ``job.sbatch`` for ``request``.
+
+    ``python``: the interpreter of the execution environment on the compute nodes (default: this
+    process's ``sys.executable``). Processes per node = ``gpus_per_node`` when GPUs are requested,
+    else ``tasks_per_node``; that is also ``--ntasks-per-node``. Raises ``ValueError`` naming the
+    field when a value cannot be rendered safely.
+    """
+    r = request.resources
+    if request.framework not in FRAMEWORKS:
+        raise ValueError(f"framework {request.framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    for field_name, minimum in (("nodes", 1), ("cpus_per_task", 1), ("tasks_per_node", 1),
+                                ("gpus_per_node", 0), ("time_limit_min", 1)):
+        value = getattr(r, field_name)
+        if not isinstance(value, int) or value < minimum:
+            raise ValueError(f"resources.{field_name} must be an integer >= {minimum}, got {value!r}")
+    if r.mem_mb is not None and (not isinstance(r.mem_mb, int) or r.mem_mb < 1):
+        raise ValueError(f"resources.mem_mb must be a positive integer (MB) or None, got {r.mem_mb!r}")
+    if r.partition is not None and not _PARTITION.fullmatch(r.partition):
+        raise ValueError(f"resources.partition {r.partition!r} is not a partition name ([A-Za-z0-9_.-])")
+    script = PurePosixPath(request.script)
+    if script.is_absolute() or ".." in script.parts or not request.script.strip():
+        raise ValueError(f"script {request.script!r} must be a relative path inside the run directory")
+    for key, _ in request.env:
+        if not _ENV_KEY.fullmatch(key):
+            raise ValueError(f"environment variable name {key!r} is invalid; expected [A-Za-z_][A-Za-z0-9_]*")
+    if signal is not None and not re.fullmatch(r"(B:|R:|RB:)?[A-Z0-9]+(@\d+)?", signal):
+        raise ValueError(f"signal {signal!r} is not an sbatch --signal value like 'B:USR1@120'")
+
+    run_dir = str(Path(request.run_dir).resolve())
+    procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
+    launch = _launch(request, python or sys.executable, procs)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    return env.get_template(TEMPLATE_NAME).render(
+        job_name=sanitize_job_name(request.name),
+        nodes=r.nodes,
+        tasks_per_node=procs,
+        cpus_per_task=r.cpus_per_task,
+        gpus_per_node=r.gpus_per_node,
+        mem_mb=r.mem_mb,
+        time_limit=_time_limit(r.time_limit_min),
+        partition=r.partition,
+        sbatch_run_dir=_sbatch_path(run_dir),
+        sbatch_log=_sbatch_path(run_dir, "/" + LOG_PATTERN),
+        requeue=requeue,
+        signal=signal,
+        framework=request.framework,
+        script_name=sanitize_job_name(request.script),
+        launch_mode=launch.mode,
+        run_dir=shlex.quote(run_dir),
+        env=[(k, shlex.quote(v)) for k, v in request.env],
+        distributed=launch.distributed,
+        launch=launch.line,
+    )
