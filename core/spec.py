@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -90,7 +90,7 @@ class Tokenize(Strict):
 
 
 Preprocessing = Annotated[
-    Union[Resize, ScaleToUnit, Normalize, Standardize, OneHot, LabelEncode, Tokenize],
+    Resize | ScaleToUnit | Normalize | Standardize | OneHot | LabelEncode | Tokenize,
     Field(discriminator="op"),
 ]
 
@@ -122,7 +122,7 @@ class GaussianNoise(Strict):
 
 
 Augmentation = Annotated[
-    Union[RandomCrop, HorizontalFlip, Rotation, ColorJitter, GaussianNoise],
+    RandomCrop | HorizontalFlip | Rotation | ColorJitter | GaussianNoise,
     Field(discriminator="op"),
 ]
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from core.ops.registry import (Op, Param, ShapeError, Tensor, bool_param, conv_out, expect_rank,
-                               register_op, same_out)
+from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, conv_out, expect_rank, register_op, same_out
 
 _OUT = Param("out_channels", "int", minimum=1, maximum=65_536, help="Number of output channels (filters).")
 _GROUPS = Param("groups", "int", 1, minimum=1, maximum=65_536,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from core.ops.registry import (Op, Param, ShapeError, Tensor, bool_param, conv_out, expect_rank,
-                               register_op)
+from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, conv_out, expect_rank, register_op
 
 
 class _Pool2d(Op):

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what FlowTrain needs on a fresh Debian 12 machine with Python 3.11.
+#   scripts/setup.sh           Python packages (portal, core, the three frameworks) into .venv
+#   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests) and Slurm (dev cluster)
+# Idempotent: a second run with unchanged requirements installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+PYTHON=${PYTHON:-python3}
+req=requirements.txt
+[[ $want_test == 1 ]] && req=requirements-dev.txt
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.flowtrain-$(basename "$req" .txt).sha256
+digest=$(cat requirements.txt "$req" | sha256sum | cut -d' ' -f1)
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$digest" ]]; then
+  echo "setup: installing $req into .venv (torch, tensorflow-cpu and paddlepaddle take a few minutes)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req"
+  .venv/bin/python -m pip check
+  echo "$digest" > "$stamp"
+fi
+
+if [[ $want_test == 1 ]]; then
+  missing=()
+  command -v chromium >/dev/null || missing+=(chromium)
+  if (( ${#missing[@]} )); then
+    echo "setup: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  bash scripts/devcluster.sh install
+fi
