@@ -85,7 +85,7 @@ def _report(problems: list[Any], as_json: bool) -> int:
     if as_json:
         print(json.dumps({"valid": False, "problems": [p.to_dict() for p in problems]}, indent=2))
     else:
-        print(str(SpecError(problems)), file=sys.stderr)
+        print(f"error: {SpecError(problems)}", file=sys.stderr)
     return 2
 
 

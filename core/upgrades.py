@@ -48,7 +48,8 @@ class UpgradeRegistry:
                 "schema_version", "this spec was written by a newer FlowTrain",
                 received=str(version), expected=f"at most {self.current}",
                 fix="upgrade FlowTrain, or export the spec again from the portal you are using")])
-        doc = copy.deepcopy(doc)
+        if version < self.current:
+            doc = copy.deepcopy(doc)  # upgrades may edit in place; never the caller's document
         while version < self.current:
             step = self._upgrades.get(version)
             if step is None:

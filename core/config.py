@@ -1,0 +1,196 @@
+"""Portal and CLI settings: one TOML file named by ``FLOWTRAIN_CONFIG``, with defaults that work
+on a fresh checkout (local executor, ``./data`` plus the built-in datasets, state under ``./var``,
+the portal's own OS user as the only user).
+
+Example ``flowtrain.toml``::
+
+    home = "/srv/flowtrain"            # runs, registry, logs; FLOWTRAIN_HOME overrides it
+    scheduler = "slurm"                # "local" (default) or "slurm"
+    environments_file = "envs.toml"    # execution environments for discovery (optional)
+
+    [data]
+    roots = ["/scratch/{user}", "/datasets"]   # {user} becomes the signed-in user's name
+    builtin_datasets = true
+
+    [data.users.alice]                 # roots for one user instead of the shared list
+    roots = ["/project/vision"]
+
+    [auth]
+    mode = "header"                    # "header": trust a reverse proxy (Open OnDemand); "local"
+    header = "X-Remote-User"
+
+    [auth.local_users]                 # mode = "local": name = hash from core.users.hash_password
+    alice = "pbkdf2_sha256$200000$...$..."
+
+Relative paths are resolved against the folder of the config file (or the working directory when
+there is no file). Unknown keys are errors: a misspelt setting must not be silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from core.errors import FlowTrainError
+
+CONFIG_ENV = "FLOWTRAIN_CONFIG"
+HOME_ENV = "FLOWTRAIN_HOME"
+DEFAULT_HOME = "var"
+DEFAULT_DATA_ROOT = "data"
+DEFAULT_HEADER = "X-Remote-User"
+
+Scheduler = Literal["local", "slurm"]
+AuthMode = Literal["header", "local"]
+
+
+class ConfigError(FlowTrainError):
+    """The settings file cannot be read or holds a wrong value; the message names file and key."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    mode: AuthMode = "local"
+    header: str = DEFAULT_HEADER
+    # name -> password hash (core.users.hash_password). Empty: the portal's OS user, no login form.
+    local_users: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    data_roots: tuple[str, ...]  # absolute; may contain "{user}"
+    user_data_roots: Mapping[str, tuple[str, ...]]
+    builtin_datasets: bool = True
+    scheduler: Scheduler = "local"
+    environments_file: Path | None = None
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    config_path: Path | None = None
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+
+_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth"}
+_DATA_KEYS = {"roots", "builtin_datasets", "users"}
+_AUTH_KEYS = {"mode", "header", "local_users"}
+
+
+def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
+                  cwd: str | Path | None = None) -> Settings:
+    """Read the settings file (``path``, else ``$FLOWTRAIN_CONFIG``, else none) and apply defaults."""
+    env = os.environ if environ is None else environ
+    work_dir = Path(cwd) if cwd is not None else Path.cwd()
+    base = work_dir
+    doc: dict[str, Any] = {}
+    config_path: Path | None = None
+    chosen = path if path is not None else env.get(CONFIG_ENV) or None
+    if chosen is not None:
+        config_path = (base / Path(chosen).expanduser()).resolve()
+        doc = _read_toml(config_path)
+        base = config_path.parent
+    where = str(config_path) if config_path else "(defaults)"
+    _check_keys(doc, _TOP_KEYS, "", where)
+
+    env_home = env.get(HOME_ENV)
+    home = _abs(env_home, work_dir) if env_home else _abs(_get(doc, "home", str, DEFAULT_HOME, where), base)
+
+    scheduler = _get(doc, "scheduler", str, "local", where)
+    if scheduler not in ("local", "slurm"):
+        raise ConfigError(f"{where}: scheduler = {scheduler!r} is not known; expected \"local\" or \"slurm\"")
+
+    env_file_value = _get(doc, "environments_file", str, "", where)
+    environments_file = _abs(env_file_value, base) if env_file_value else None
+
+    data = _table(doc, "data", where)
+    _check_keys(data, _DATA_KEYS, "data.", where)
+    roots = _str_list(data, "roots", [DEFAULT_DATA_ROOT], "data.", where)
+    builtin = _get(data, "builtin_datasets", bool, True, where, "data.")
+    user_roots: dict[str, tuple[str, ...]] = {}
+    users = _table(data, "users", where, "data.")
+    for name, table in users.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: data.users.{name} must be a table with `roots = [...]`")
+        _check_keys(table, {"roots"}, f"data.users.{name}.", where)
+        user_roots[name] = tuple(str(_abs(r, base)) for r in _str_list(table, "roots", [], f"data.users.{name}.",
+                                                                         where))
+
+    auth_doc = _table(doc, "auth", where)
+    _check_keys(auth_doc, _AUTH_KEYS, "auth.", where)
+    mode = _get(auth_doc, "mode", str, "local", where, "auth.")
+    if mode not in ("header", "local"):
+        raise ConfigError(f"{where}: auth.mode = {mode!r} is not known; expected \"header\" (behind a reverse "
+                          "proxy that sets the user header) or \"local\"")
+    header = _get(auth_doc, "header", str, DEFAULT_HEADER, where, "auth.")
+    if not header or any(c in header for c in " :\r\n"):
+        raise ConfigError(f"{where}: auth.header = {header!r} is not an HTTP header name")
+    local_users = _table(auth_doc, "local_users", where, "auth.")
+    for name, value in local_users.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: auth.local_users.{name} must be a password hash string "
+                              "(from core.users.hash_password)")
+
+    return Settings(
+        home=home,
+        data_roots=tuple(str(_abs(r, base)) for r in roots),
+        user_data_roots=user_roots,
+        builtin_datasets=builtin,
+        scheduler=scheduler,  # type: ignore[arg-type]
+        environments_file=environments_file,
+        auth=AuthSettings(mode=mode, header=header, local_users=dict(local_users)),  # type: ignore[arg-type]
+        config_path=config_path,
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such settings file (named by {CONFIG_ENV}); create it or unset "
+                          f"{CONFIG_ENV} to use the defaults") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _check_keys(doc: Mapping[str, Any], known: set[str], prefix: str, where: str) -> None:
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(prefix + k for k in unknown)}; "
+                          f"expected some of {', '.join(prefix + k for k in sorted(known))}")
+
+
+def _get(doc: Mapping[str, Any], key: str, kind: type, default: Any, where: str, prefix: str = "") -> Any:
+    if key not in doc:
+        return default
+    value = doc[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{where}: {prefix}{key} = {value!r} must be a {kind.__name__}")
+    return value
+
+
+def _table(doc: Mapping[str, Any], key: str, where: str, prefix: str = "") -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {prefix}{key} must be a table ([{prefix}{key}])")
+    return value
+
+
+def _str_list(doc: Mapping[str, Any], key: str, default: list[str], prefix: str, where: str) -> list[str]:
+    value = doc.get(key, default)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: {prefix}{key} must be a list of non-empty path strings")
+    return value
+
+
+def _abs(value: str, base: Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).absolute()

@@ -1,0 +1,264 @@
+"""Detect a data source's format and size at extraction time (what the portal shows).
+
+``probe("tables/houses.csv", [root])`` → ``ProbeResult(format="csv", size=1234, ...)`` whose
+``detail`` reads "format csv, 1,234 rows, 12 columns". Probing reads headers and counts rows;
+it never loads a whole dataset into memory (an image folder's images are counted, and only
+the first one is opened).
+
+Paths are confined to the configured data roots: a relative source is looked up under each
+root in turn, an absolute one must lie inside a root, ``..`` components are refused, and a
+symbolic link that resolves outside every root is refused. Errors are
+:class:`ProbeError` (a :class:`~core.errors.FlowTrainError`) naming the path and the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from core import datasets
+from core.errors import FlowTrainError
+
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+MAX_CLASSES = 10_000  # more distinct target values than this: not class labels
+CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "F": 1, "I;16": 1, "LA": 2, "P": 3, "RGB": 3, "YCbCr": 3,
+                    "LAB": 3, "HSV": 3, "RGBA": 4, "CMYK": 4}
+
+
+class ProbeError(FlowTrainError):
+    """The source cannot be found, is outside the data roots, or cannot be read."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    format: str  # builtin | csv | parquet | npz | image_folder
+    size: int  # samples (rows, array length, images)
+    sample_shape: tuple[int, ...] | None  # one raw sample: (features,) or (C, H, W); None if unknown
+    num_classes: int | None  # distinct target values when they look like class labels
+    columns: list[str] = field(default_factory=list)  # table columns, npz array names, or class folders
+    detail: str = ""  # one human line: "format csv, 1,234 rows, 12 columns"
+
+    def to_spec_fields(self) -> dict[str, Any]:
+        """The ``data`` fields the extractor records in the spec."""
+        return {"format": self.format, "size": self.size,
+                "sample_shape": list(self.sample_shape) if self.sample_shape else None}
+
+
+def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") -> ProbeResult:
+    """Format, size, sample shape and classes of ``source`` (``sklearn:NAME`` or a path under a root)."""
+    info = datasets.builtin(source)
+    if info is not None:
+        return ProbeResult("builtin", info.size, info.sample_shape, info.num_classes, [],
+                           f"format builtin ({info.kind}), {info.size:,} samples, sample shape "
+                           f"{_shape(info.sample_shape)}, {info.num_classes} classes")
+    if source.startswith("sklearn:"):
+        raise ProbeError(f"unknown built-in dataset {source!r}; choose one of {', '.join(datasets.BUILTIN)}")
+    path = resolve_source(source, data_roots)
+    if path.is_dir():
+        return _probe_image_folder(path)
+    fmt = SUFFIX_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ProbeError(f"{source!r}: cannot tell the format from the name; expected a .csv, .parquet or .npz "
+                         "file, or a folder with one sub-folder of images per class")
+    try:
+        if fmt == "csv":
+            return _probe_csv(path, target)
+        if fmt == "parquet":
+            return _probe_parquet(path, target)
+        return _probe_npz(path, target)
+    except (OSError, ValueError, zipfile.BadZipFile, csv.Error) as exc:
+        raise ProbeError(f"{source!r}: cannot read it as {fmt} ({exc})") from exc
+
+
+def resolve_source(source: str, data_roots: Sequence[Path | str]) -> Path:
+    """The existing path of ``source`` inside one of ``data_roots``; ProbeError otherwise."""
+    if not data_roots:
+        raise ProbeError("no data roots are configured; set FLOWTRAIN_DATA_ROOTS (or the portal's data roots) "
+                         "to the folders that hold training data")
+    if "\x00" in source:
+        raise ProbeError(f"data source {source!r} contains a NUL character")
+    raw = PurePath(source)
+    if ".." in raw.parts:
+        raise ProbeError(f"data source {source!r} contains '..'; give a path inside a data root without '..'")
+    roots = [Path(r).expanduser().resolve() for r in data_roots]
+    candidates = [Path(raw)] if raw.is_absolute() else [root / raw for root in roots]
+    for candidate in candidates:
+        if not candidate.exists() and not candidate.is_symlink():
+            continue
+        real = candidate.resolve()
+        inside = [root for root in roots if real == root or real.is_relative_to(root)]
+        if not inside:
+            why = "is a link that leads" if real != candidate.absolute() else "lies"
+            raise ProbeError(f"data source {source!r} {why} outside the data roots ({real}); "
+                             f"allowed roots: {', '.join(str(r) for r in roots)}")
+        if not real.exists():
+            raise ProbeError(f"data source {source!r} is a broken link ({candidate})")
+        return real
+    where = ", ".join(str(c) for c in candidates)
+    raise ProbeError(f"data source {source!r} not found (looked for {where}); check the path, which is relative "
+                     "to a data root")
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _probe_csv(path: Path, target: str) -> ProbeResult:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise ProbeError(f"{path}: the file is empty; the first line must name the columns")
+        t = header.index(target) if target in header else None
+        numeric = [True] * len(header)
+        labels: set[str] = set()
+        rows = 0
+        for row in reader:
+            if not row:
+                continue
+            rows += 1
+            for j, value in enumerate(row[:len(header)]):
+                if numeric[j] and not _is_number(value):
+                    numeric[j] = False
+            if t is not None and t < len(row) and len(labels) <= MAX_CLASSES:
+                labels.add(row[t])
+    features = sum(1 for j, ok in enumerate(numeric) if ok and j != t)
+    classes = _classes(labels) if t is not None else None
+    return ProbeResult("csv", rows, (features,), classes, header,
+                       _detail("csv", rows, len(header), features, classes, target if t is not None else None))
+
+
+def _probe_parquet(path: Path, target: str) -> ProbeResult:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ProbeError("reading Parquet needs pyarrow; pip install pyarrow") from exc
+    try:
+        meta = pq.ParquetFile(path)
+        schema = meta.schema_arrow
+        rows = meta.metadata.num_rows
+        names = [str(n) for n in schema.names]
+        numeric = [n for n in names if n != target and _numeric_arrow(pa, schema.field(n).type)]
+        classes = None
+        if target in names:
+            column = pq.read_table(path, columns=[target]).column(0)
+            values = column.unique().to_pylist()
+            classes = _classes({str(v) for v in values[:MAX_CLASSES + 1]}) if len(values) <= MAX_CLASSES else None
+            if _numeric_arrow(pa, column.type) and not all(float(v).is_integer() for v in values if v is not None):
+                classes = None
+    except pa.ArrowException as exc:
+        raise ProbeError(f"{path}: cannot read it as Parquet ({exc})") from exc
+    return ProbeResult("parquet", rows, (len(numeric),), classes, names,
+                       _detail("parquet", rows, len(names), len(numeric), classes,
+                               target if target in names else None))
+
+
+def _probe_npz(path: Path, target: str) -> ProbeResult:
+    shapes: dict[str, tuple[int, ...]] = {}
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if not name.endswith(".npy"):
+                continue
+            with archive.open(name) as f:
+                version = np.lib.format.read_magic(f)
+                header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                          else np.lib.format.read_array_header_2_0)(f)
+            shapes[name.removesuffix(".npy")] = tuple(int(d) for d in header[0])
+    y_key = target if target in shapes else "y"
+    rest = [k for k in shapes if k != y_key]
+    x_key = "x" if "x" in rest else (rest[0] if len(rest) == 1 else None)
+    if x_key is None or not shapes[x_key]:
+        raise ProbeError(f"{path}: expected arrays 'x' and 'y' (or {target!r}), found {sorted(shapes)}; "
+                         "save with numpy.savez(path, x=..., y=...)")
+    size = shapes[x_key][0]
+    sample = shapes[x_key][1:]
+    if len(sample) == 2:
+        sample = (1, *sample)  # (N, H, W) grey images
+    elif len(sample) == 3 and sample[-1] in (1, 3, 4) and sample[0] not in (1, 3, 4):
+        sample = (sample[2], sample[0], sample[1])  # channels last
+    classes = None
+    if y_key in shapes:
+        with np.load(path, allow_pickle=False) as arrays:
+            y = arrays[y_key]
+        if y.ndim == 1 and (y.dtype.kind in "iub" or y.dtype.kind == "U"):
+            classes = _classes({str(v) for v in np.unique(y)[:MAX_CLASSES + 1]})
+    detail = f"format npz, {size:,} samples, arrays {', '.join(f'{k} {_shape(v)}' for k, v in shapes.items())}"
+    if classes:
+        detail += f", {classes} classes"
+    return ProbeResult("npz", size, sample or None, classes, list(shapes), detail)
+
+
+def _probe_image_folder(path: Path) -> ProbeResult:
+    classes = sorted(p.name for p in path.iterdir() if p.is_dir())
+    if not classes:
+        raise ProbeError(f"{path}: a folder source must hold one sub-folder of images per class; none found")
+    count = 0
+    first: Path | None = None
+    for name in classes:
+        for item in sorted((path / name).iterdir()):
+            if item.suffix.lower() in IMAGE_SUFFIXES and item.is_file():
+                count += 1
+                first = first or item
+    if first is None:
+        raise ProbeError(f"{path}: no PNG or JPEG images in its class folders ({', '.join(classes[:5])} ...)")
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise ProbeError("reading images needs pillow; pip install pillow") from exc
+    try:
+        with Image.open(first) as image:  # reads the header only
+            width, height = image.size
+            channels = CHANNELS_BY_MODE.get(image.mode, 3)
+            mode = image.mode
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ProbeError(f"{first}: cannot read the image ({exc})") from exc
+    shape = (channels, height, width)
+    detail = (f"format image_folder, {count:,} images, {len(classes)} classes, first image "
+              f"{width}x{height} {mode}")
+    return ProbeResult("image_folder", count, shape, len(classes), classes, detail)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_arrow(pa: Any, kind: Any) -> bool:
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind))
+
+
+def _classes(values: set[str]) -> int | None:
+    """How many classes the target's distinct values make, or None when they look continuous."""
+    if not values or len(values) > MAX_CLASSES:
+        return None
+    if all(_is_number(v) for v in values) and not all(float(v).is_integer() for v in values):
+        return None  # fractional numbers: a regression target
+    return len(values)
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) if shape else "scalar"
+
+
+def _detail(fmt: str, rows: int, columns: int, features: int, classes: int | None, target: str | None) -> str:
+    text = f"format {fmt}, {rows:,} rows, {columns} columns ({features} numeric features"
+    text += f", target {target!r}" if target else ", no target column"
+    text += ")"
+    if classes:
+        text += f", {classes} classes"
+    return text

@@ -1,0 +1,75 @@
+"""Property-based: whatever the document, validation passes or raises the project's own error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.errors import SpecError
+from core.load import spec_from_dict, spec_from_json
+from core.ops import REGISTRY
+from core.validate import analyse
+
+OPS = REGISTRY.names()
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**13), st.floats(allow_nan=True),
+                    st.text(max_size=20))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.text(max_size=8), inner, max_size=3), max_leaves=8)
+
+
+def param_values(op: str) -> st.SearchStrategy[dict[str, Any]]:
+    names = [p.name for p in REGISTRY.get(op).params]
+    good = {
+        "int": st.integers(1, 8), "float": st.floats(0, 0.9), "bool": st.booleans(),
+        "int_pair": st.integers(1, 4), "padding": st.sampled_from([0, 1, "same", "valid"]),
+        "shape": st.lists(st.integers(1, 8), min_size=1, max_size=3), "ints": st.lists(st.integers(0, 3)),
+    }
+    strategies = {}
+    for prm in REGISTRY.get(op).params:
+        base = st.sampled_from(prm.choices) if prm.kind == "choice" else good[prm.kind]
+        strategies[prm.name] = st.one_of(base, values)
+    return st.fixed_dictionaries({}, optional=strategies) if names else st.just({})
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(1, 12))
+    nodes = [{"id": "in", "op": "Input", "params": draw(st.sampled_from([{}, {"shape": [1, 8, 8]}, {"shape": [16]},
+                                                                         {"shape": [6, 4]}]))}]
+    for i in range(n):
+        op = draw(st.sampled_from(OPS))
+        nodes.append({"id": f"n{i}", "op": op, "params": draw(param_values(op))})
+    nodes.append({"id": "out", "op": "Output"})
+    ids = [node["id"] for node in nodes]
+    edges = []
+    for i in range(1, len(ids)):  # mostly a chain, sometimes extra or backward edges
+        edges.append({"source": ids[i - 1], "target": ids[i]})
+    for _ in range(draw(st.integers(0, 3))):
+        edges.append({"source": draw(st.sampled_from(ids)), "target": draw(st.sampled_from(ids)),
+                      "port": draw(st.one_of(st.none(), st.integers(0, 2)))})
+    return {"data": {"source": "sklearn:digits"}, "model": {"nodes": nodes, "edges": edges}}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs())
+def test_random_graphs_validate_or_raise_spec_error(doc: dict[str, Any]) -> None:
+    try:
+        result = analyse(spec_from_dict(doc))
+    except SpecError:
+        return
+    for problem in result.problems:
+        assert problem.location and problem.message
+    if not result.problems:
+        assert result.output_id in result.nodes
+
+
+@settings(max_examples=200, deadline=None)
+@given(values)
+def test_arbitrary_json_documents(doc: Any) -> None:
+    try:
+        analyse(spec_from_json(json.dumps(doc)))
+    except SpecError:
+        pass

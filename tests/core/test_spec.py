@@ -1,0 +1,153 @@
+"""The spec at the boundary: strict models, JSON Schema, versions and upgrades, hostile input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core import zoo
+from core.errors import SpecError
+from core.load import load_spec, spec_from_dict, spec_from_json
+from core.spec import SCHEMA_VERSION, PipelineSpec, json_schema
+from core.upgrades import UpgradeRegistry
+
+
+def doc() -> dict[str, Any]:
+    return zoo.template("mlp").model_dump(mode="json")
+
+
+def test_round_trip_through_json_keeps_the_spec_and_its_hash() -> None:
+    spec = zoo.template("resnet18")
+    again = spec_from_json(spec.to_json())
+    assert again == spec
+    assert again.spec_hash() == spec.spec_hash()
+
+
+def test_positions_and_labels_do_not_change_the_hash() -> None:
+    d = doc()
+    h = spec_from_dict(d).spec_hash()
+    d["model"]["nodes"][0]["position"] = {"x": 5, "y": 9}
+    d["model"]["nodes"][0]["label"] = "the pixels"
+    assert spec_from_dict(d).spec_hash() == h
+    d["model"]["nodes"][2]["params"]["out_features"] = 256
+    assert spec_from_dict(d).spec_hash() != h
+
+
+@pytest.mark.parametrize("path, key", [
+    ((), "colour"),
+    (("data",), "batchsize"),
+    (("training",), "learning_rate"),
+    (("training", "optimizer"), "momentun"),
+])
+def test_unknown_keys_are_errors_with_their_location(path: tuple[str, ...], key: str) -> None:
+    d = doc()
+    target = d
+    for p in path:
+        target = target[p]
+    target[key] = 1
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(d)
+    [problem] = err.value.problems
+    assert problem.location == ".".join((*path, key)) and problem.message == "unknown key"
+
+
+def test_every_structural_problem_is_reported() -> None:
+    d = doc()
+    d["data"]["batch_size"] = 0
+    d["data"]["validation_split"] = 1.5
+    d["training"]["optimizer"]["name"] = "lion"
+    d["model"]["nodes"][1]["id"] = "bad id with spaces"
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(d)
+    where = {p.location for p in err.value.problems}
+    assert {"data.batch_size", "data.validation_split", "training.optimizer.name"} <= where
+    assert any(p.location.startswith("model.nodes[bad id with spaces]") for p in err.value.problems)
+
+
+def test_splits_must_leave_training_data() -> None:
+    d = doc()
+    d["data"]["validation_split"] = 0.6
+    d["data"]["test_split"] = 0.5
+    with pytest.raises(SpecError, match="leaves no training data"):
+        spec_from_dict(d)
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1, 2]", '"spec"', "\udcff", "{" * 100_000])
+def test_malformed_json_is_a_spec_error_not_a_traceback(text: str) -> None:
+    with pytest.raises(SpecError):
+        spec_from_json(text.encode("utf-8", "surrogateescape"))
+
+
+def test_missing_and_directory_paths(tmp_path: Any) -> None:
+    from core.errors import CommandError
+
+    with pytest.raises(CommandError, match="no such file"):
+        load_spec(tmp_path / "nope.json")
+    with pytest.raises(CommandError, match="is a directory"):
+        load_spec(tmp_path)
+
+
+@pytest.mark.parametrize("hostile", [
+    "a'b", 'a"b', "a\nb", "a\\b", "__import__('os').system('id')", "{{ 7*7 }}", "{% raw %}", "a\u2028b",
+    "../../etc/passwd", "a/b", "ü", "",
+])
+def test_hostile_node_ids_are_refused_with_a_fix(hostile: str) -> None:
+    d = doc()
+    d["model"]["nodes"][1]["id"] = hostile
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(d)
+    assert any(p.fix and "letters, digits" in p.fix for p in err.value.problems)
+
+
+def test_hostile_free_text_is_kept_verbatim() -> None:
+    d = doc()
+    d["description"] = "'''\n{{ x }}\u2028__import__('os')"
+    d["model"]["nodes"][1]["label"] = '"; rm -rf /'
+    spec = spec_from_dict(d)
+    assert spec.description == d["description"]
+    assert spec_from_json(spec.to_json()) == spec
+
+
+def test_schema_describes_the_three_sections() -> None:
+    schema = json_schema()
+    assert {"data", "model", "training", "schema_version"} <= schema["properties"].keys()
+    assert schema["additionalProperties"] is False
+    json.dumps(schema)
+
+
+def test_newer_schema_version_is_refused() -> None:
+    d = doc()
+    d["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(SpecError, match="newer FlowTrain"):
+        spec_from_dict(d)
+
+
+def test_registered_upgrades_run_in_order_and_duplicates_are_refused() -> None:
+    reg = UpgradeRegistry(current=3)
+
+    @reg.register(1)
+    def rename_layers(d: dict[str, Any]) -> dict[str, Any]:
+        d["model"] = {"nodes": d.pop("layers"), "edges": d.pop("links")}
+        return d
+
+    @reg.register(2)
+    def rename_bs(d: dict[str, Any]) -> dict[str, Any]:
+        d["data"]["batch_size"] = d["data"].pop("batch")
+        return d
+
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register(1)(rename_layers)
+    old = {"schema_version": 1, "layers": [{"id": "x"}], "links": [], "data": {"batch": 8}}
+    new = reg.upgrade(old)
+    assert new == {"schema_version": 3, "model": {"nodes": [{"id": "x"}], "edges": []}, "data": {"batch_size": 8}}
+    assert old["schema_version"] == 1  # the caller's document is not modified
+
+    with pytest.raises(SpecError, match="no upgrade is registered from version 0"):
+        reg.upgrade({"schema_version": 0})
+
+
+def test_defaults_fill_an_almost_empty_spec() -> None:
+    spec = PipelineSpec.model_validate({})
+    assert spec.training.framework == "auto" and spec.data.source == "sklearn:digits"
