@@ -203,3 +203,17 @@ def test_validate_raises_one_error_with_every_problem() -> None:
         validate(spec_from_dict(doc))
     assert set(err.value.node_ids) >= {"conv2d1", "z"}
     assert "conv2d1" in str(err.value) and "z" in str(err.value)
+
+
+def test_ten_thousand_node_graphs_are_handled_without_recursion_limits() -> None:
+    nodes = [{"id": "x", "op": "Input", "params": {"shape": [8]}}]
+    nodes += [{"id": f"r{i}", "op": "ReLU"} for i in range(10_000)]
+    nodes.append({"id": "y", "op": "Output"})
+    ids = [n["id"] for n in nodes]
+    edges = [{"source": a, "target": b} for a, b in zip(ids, ids[1:])]
+    doc = {"data": {"source": "table.csv", "task": "regression"}, "training": {"loss": "mse"},
+           "model": {"nodes": nodes, "edges": edges}}
+    assert validate(spec_from_dict(doc)).nodes["y"].output.shape == (8,)
+    edges.append({"source": "r9999", "target": "r0"})  # one long cycle
+    cyc = {p.node for p in problems(doc) if "cycle" in p.message}
+    assert len(cyc) == 10_000
