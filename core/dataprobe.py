@@ -14,6 +14,7 @@ symbolic link that resolves outside every root is refused. Errors are
 from __future__ import annotations
 
 import csv
+import math
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class ProbeResult:
     num_classes: int | None  # distinct target values when they look like class labels
     columns: list[str] = field(default_factory=list)  # table columns, npz array names, or class folders
     detail: str = ""  # one human line: "format csv, 1,234 rows, 12 columns"
+    warnings: list[str] = field(default_factory=list)  # problems the training run would stop on
 
     def to_spec_fields(self) -> dict[str, Any]:
         """The ``data`` fields the extractor records in the spec."""
@@ -112,28 +114,44 @@ def resolve_source(source: str, data_roots: Sequence[Path | str]) -> Path:
 
 
 def _probe_csv(path: Path, target: str) -> ProbeResult:
+    """Rows, columns and numeric features; a column counts as numeric when most of its values are numbers
+    (the generated loader's rule), and its non-numeric values become warnings naming the first row."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None:
             raise ProbeError(f"{path}: the file is empty; the first line must name the columns")
         t = header.index(target) if target in header else None
-        numeric = [True] * len(header)
+        bad = [0] * len(header)
+        first_bad: list[tuple[int, str] | None] = [None] * len(header)
         labels: set[str] = set()
+        ragged: list[int] = []
         rows = 0
         for row in reader:
             if not row:
                 continue
             rows += 1
+            if len(row) != len(header) and len(ragged) < 3:
+                ragged.append(rows)
             for j, value in enumerate(row[:len(header)]):
-                if numeric[j] and not _is_number(value):
-                    numeric[j] = False
+                if not _is_number(value):
+                    bad[j] += 1
+                    if first_bad[j] is None:
+                        first_bad[j] = (rows, value)
             if t is not None and t < len(row) and len(labels) <= MAX_CLASSES:
                 labels.add(row[t])
+    numeric = [2 * bad[j] < rows for j in range(len(header))]
+    warnings = [f"row {r}: {len(header)} fields expected" for r in ragged]
+    for j, name in enumerate(header):
+        where = first_bad[j]
+        if numeric[j] and where is not None:
+            warnings.append(f"column {name!r}: {bad[j]} value(s) are not numbers, the first in row {where[0]} "
+                            f"({where[1]!r})")
     features = sum(1 for j, ok in enumerate(numeric) if ok and j != t)
     classes = _classes(labels) if t is not None else None
     return ProbeResult("csv", rows, (features,), classes, header,
-                       _detail("csv", rows, len(header), features, classes, target if t is not None else None))
+                       _detail("csv", rows, len(header), features, classes, target if t is not None else None),
+                       warnings)
 
 
 def _probe_parquet(path: Path, target: str) -> ProbeResult:
@@ -198,7 +216,7 @@ def _probe_npz(path: Path, target: str) -> ProbeResult:
 
 
 def _probe_image_folder(path: Path) -> ProbeResult:
-    classes = sorted(p.name for p in path.iterdir() if p.is_dir())
+    classes = sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise ProbeError(f"{path}: a folder source must hold one sub-folder of images per class; none found")
     count = 0
@@ -232,10 +250,9 @@ def _probe_image_folder(path: Path) -> ProbeResult:
 
 def _is_number(value: str) -> bool:
     try:
-        float(value)
+        return math.isfinite(float(value))
     except ValueError:
         return False
-    return True
 
 
 def _numeric_arrow(pa: Any, kind: Any) -> bool:

@@ -43,7 +43,7 @@ def resolve_format(source: str, declared: str = "auto") -> str:
         return "builtin"
     if declared != "auto":
         return declared
-    suffix = PurePosixPath(source.replace("\\", "/")).suffix.lower()
+    suffix = PurePosixPath(source).suffix.lower()
     if suffix in SUFFIX_FORMATS:
         return SUFFIX_FORMATS[suffix]
     if suffix == "":

@@ -1,0 +1,111 @@
+"""Small data sources written on demand (into tmp_path) and a loader for generated ``data.py`` modules.
+
+Nothing here is committed data: every test writes the few kilobytes it needs.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from core import datasets
+from core.codegen import environment
+from core.mapping.data import data_context
+from core.spec import PipelineSpec
+from core.validate import Analysis
+
+_COUNTER = itertools.count()
+
+
+def spec_with_data(data: dict[str, Any], out_features: int | None = None, seed: int = 0) -> PipelineSpec:
+    """A spec whose model is Input → Flatten → Linear → Output, with the given data section."""
+    builtin = datasets.builtin(str(data.get("source", "")))
+    out_features = out_features or data.get("num_classes") or (builtin.num_classes if builtin else 1)
+    nodes = [{"id": "input", "op": "Input", "params": {}},
+             {"id": "flat", "op": "Flatten", "params": {}},
+             {"id": "fc", "op": "Linear", "params": {"out_features": out_features}},
+             {"id": "output", "op": "Output", "params": {}}]
+    edges = [{"source": a, "target": b} for a, b in (("input", "flat"), ("flat", "fc"), ("fc", "output"))]
+    loss = "mse" if data.get("task") == "regression" else "cross_entropy"
+    return PipelineSpec.model_validate({"name": "t", "data": data, "model": {"nodes": nodes, "edges": edges},
+                                       "training": {"loss": loss, "seed": seed}})
+
+
+def render_data_py(spec: PipelineSpec, analysis: Analysis | None = None) -> str:
+    return environment("torch").get_template("data.py.j2").render(**data_context(spec, analysis))
+
+
+def load_data_module(spec: PipelineSpec, folder: Path, analysis: Analysis | None = None) -> ModuleType:
+    """Render ``data.py`` for ``spec`` into ``folder`` and import it under a unique module name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "data.py"
+    path.write_text(render_data_py(spec, analysis), encoding="utf-8")
+    name = f"flowtrain_generated_data_{next(_COUNTER)}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is created
+    try:
+        module_spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def tabular_rows(n: int = 40, seed: int = 0, classes: int = 3) -> list[list[Any]]:
+    """Rows of (a, b, colour, name, label): two numbers, a category, free text, a class index."""
+    rng = np.random.default_rng(seed)
+    colours = ["red", "green", "blue"]
+    return [[round(float(rng.normal()), 4), int(rng.integers(0, 100)), colours[i % 3], f"item {i}", i % classes]
+            for i in range(n)]
+
+
+def write_images(root: Path, classes: dict[str, int], size: tuple[int, int] = (6, 5), mode: str = "RGB",
+                 suffix: str = ".png") -> list[Path]:
+    """``classes[name]`` images per class folder; pixel values encode (class, index)."""
+    from PIL import Image
+
+    paths = []
+    for c, (name, count) in enumerate(sorted(classes.items())):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+            pixels = np.full((size[1], size[0], channels), 10 * c + i, np.uint8)
+            image = Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels)
+            path = root / name / f"img{i}{suffix}"
+            image.save(path)
+            paths.append(path)
+    return paths
+
+
+def truncate(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: max(1, int(len(data) * keep))])
+
+
+def write_parquet(path: Path, columns: dict[str, list[Any]]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
