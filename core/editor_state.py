@@ -1,0 +1,798 @@
+"""The flow editor's state and every edit it supports, without Streamlit (so it can be unit-tested).
+
+The editor holds one *document*: the canvas nodes and edges in the streamlit-flow component's dict
+format (see ``shared/facts/streamlit-flow.md``) plus the data and training forms as plain dicts.
+Python is the authority for everything except positions: the canvas only reports what the user
+did (a new edge, a deleted node, a drag), and :meth:`Editor.apply_canvas_value` turns that into
+the same edits the side form and the palette make — so a cycle drawn in the browser is refused
+exactly like one made from the form.
+
+Canvas synchronisation (the stale-state race in the facts file): every time the nodes the canvas
+must show change because of Python (an added node, a new parameter, a refused edge, new inferred
+shapes), :attr:`Editor.canvas_version` grows and :attr:`Editor.canvas_ts` is set to now; the page
+renders the component under the key ``canvas-{version}`` so the browser remounts it with Python's
+state. A value read back under the current key is applied once (by its timestamp).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.errors import Problem, SpecError
+from core.extract import PORT_ORDER_KEY, Extraction, extract, flow_from_spec
+from core.load import spec_from_json
+from core.ops import REGISTRY, Param
+from core.spec import DataSpec, PipelineSpec, TrainingSpec
+from core.validate import Analysis, analyse
+
+HISTORY_LIMIT = 50
+NODE_X_STEP = 220.0
+NODE_Y_STEP = 140.0
+
+# Values given to required parameters when a node is added from the palette, so a new node is
+# valid as soon as it is connected. Per (op, param) first, then per param name.
+STARTER_BY_OP: dict[tuple[str, str], Any] = {
+    ("MaxPool2d", "kernel_size"): 2,
+    ("AvgPool2d", "kernel_size"): 2,
+}
+STARTER_BY_NAME: dict[str, Any] = {
+    "out_channels": 32,
+    "kernel_size": 3,
+    "out_features": 64,
+    "num_heads": 4,
+    "hidden_size": 64,
+    "num_embeddings": 10_000,
+    "embedding_dim": 64,
+    "shape": [-1],
+}
+
+_EDGE_PREFIX = "st-flow-edge_"
+
+Level = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    level: Level
+    text: str
+    area: str = "graph"  # where the page shows it: graph | data | toolbar
+
+
+def edge_id(source: str, target: str) -> str:
+    """The id the component gives an edge drawn from ``source`` to ``target``."""
+    return f"{_EDGE_PREFIX}{source}-{target}"
+
+
+def starter_params(op: str) -> dict[str, Any]:
+    """Parameters of a freshly added node: required ones get a starter value, the rest their defaults."""
+    cls = REGISTRY.get(op)
+    params: dict[str, Any] = {}
+    for prm in cls.params:
+        if prm.required:
+            params[prm.name] = copy.deepcopy(STARTER_BY_OP.get((op, prm.name), STARTER_BY_NAME.get(prm.name)))
+    return params
+
+
+def is_multi_input(op: str) -> bool:
+    cls = REGISTRY.get(op) if op in REGISTRY else None
+    return cls is not None and (cls.max_inputs is None or cls.max_inputs > 1)
+
+
+def default_data() -> dict[str, Any]:
+    return DataSpec().model_dump(mode="json")
+
+
+def default_training() -> dict[str, Any]:
+    return TrainingSpec().model_dump(mode="json")
+
+
+# --------------------------------------------------------------------------- parameter text
+
+
+def format_param(prm: Param, value: Any) -> str:
+    """A list-like parameter value as the text the side form shows (``1, 28, 28``; ``same``)."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def parse_param(prm: Param, text: str) -> Any:
+    """Parse the side form's text for list-like kinds (shape, ints, int_pair, padding).
+
+    Returns the raw value (the validator normalises and range-checks it); raises ValueError with a
+    message saying what was expected.
+    """
+    text = text.strip()
+    if not text:
+        if prm.optional:
+            return None
+        if not prm.required:
+            return copy.deepcopy(prm.default)
+        raise ValueError(f"{prm.name} is required: {prm.describe()}")
+    if prm.kind == "padding" and text in ("same", "valid"):
+        return text
+    parts = [p for p in re.split(r"[,\s×x]+", text.strip("[]() ")) if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"{prm.name}: {text!r} is not {prm.describe()}") from None
+    if prm.kind in ("int_pair", "padding"):
+        if len(values) == 1:
+            return values[0]
+        if len(values) == 2:
+            return values
+        raise ValueError(f"{prm.name}: {text!r} has {len(values)} numbers; expected {prm.describe()}")
+    return values
+
+
+# --------------------------------------------------------------------------- graph helpers
+
+
+def path_between(edges: list[dict[str, Any]], start: str, goal: str) -> list[str] | None:
+    """A path ``start → … → goal`` along ``edges`` (breadth-first), or None."""
+    succ: dict[str, list[str]] = {}
+    for e in edges:
+        succ.setdefault(e["source"], []).append(e["target"])
+    parent: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        n = queue.popleft()
+        if n == goal:
+            path = [n]
+            while parent[path[-1]] is not None:
+                path.append(parent[path[-1]])  # type: ignore[arg-type]
+            return path[::-1]
+        for m in succ.get(n, ()):
+            if m not in parent:
+                parent[m] = n
+                queue.append(m)
+    return None
+
+
+def layered_positions(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Top-to-bottom layered layout: each node one row below its deepest predecessor.
+
+    Nodes left in cycles keep their drawing order after the acyclic part. Linear in the graph size.
+    """
+    ids = [n["id"] for n in nodes]
+    known = set(ids)
+    preds: dict[str, list[str]] = {i: [] for i in ids}
+    succs: dict[str, list[str]] = {i: [] for i in ids}
+    for e in edges:
+        if e["source"] in known and e["target"] in known:
+            preds[e["target"]].append(e["source"])
+            succs[e["source"]].append(e["target"])
+    indeg = {i: len(preds[i]) for i in ids}
+    layer = {i: 0 for i in ids}
+    queue = deque(i for i in ids if indeg[i] == 0)
+    order: list[str] = []
+    while queue:
+        n = queue.popleft()
+        order.append(n)
+        for m in succs[n]:
+            layer[m] = max(layer[m], layer[n] + 1)
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                queue.append(m)
+    depth = max((layer[i] for i in order), default=-1) + 1
+    for i in ids:
+        if i not in set(order):
+            layer[i] = depth
+            depth += 1
+    rows: dict[int, list[str]] = {}
+    for i in ids:
+        rows.setdefault(layer[i], []).append(i)
+    pos: dict[str, tuple[float, float]] = {}
+    for row, members in rows.items():
+        width = len(members)
+        for k, i in enumerate(members):
+            pos[i] = ((k - (width - 1) / 2) * NODE_X_STEP, row * NODE_Y_STEP)
+    return pos
+
+
+def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float) -> dict[str, Any]:
+    data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** `{node_id}`"}
+    if is_multi_input(op):
+        data[PORT_ORDER_KEY] = []
+    return {
+        "id": node_id,
+        "position": {"x": float(x), "y": float(y)},
+        "data": data,
+        "type": "input" if op == "Input" else "output" if op == "Output" else "default",
+    }
+
+
+# --------------------------------------------------------------------------- the editor
+
+
+@dataclass
+class Editor:
+    """One user's editor: the document, its undo history and the canvas synchronisation state."""
+
+    doc: dict[str, Any] = field(default_factory=dict)
+    rev: int = 0
+    history: list[str] = field(default_factory=list)
+    canvas_version: int = 0
+    canvas_ts: int = 0
+    last_event_ts: int | None = None
+    selected: str | None = None
+    notices: list[Notice] = field(default_factory=list)
+    auto_layout: bool = False  # render the current canvas version with the browser's layered layout
+    _sent_signature: Any = None
+    _cache_rev: int = -1
+    _extraction: Extraction | None = None
+    _analysis: Analysis | None = None
+    _canvas_nodes: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.doc:
+            self.doc = self.blank_doc()
+        self._remount()
+
+    @staticmethod
+    def blank_doc() -> dict[str, Any]:
+        """Input and Output on the canvas, the built-in digits as data, default training."""
+        return {
+            "name": "pipeline",
+            "description": "",
+            "nodes": [_node_dict("input", "Input", {}, 0, 0), _node_dict("output", "Output", {}, 0, 4 * NODE_Y_STEP)],
+            "edges": [],
+            "data": default_data(),
+            "training": default_training(),
+        }
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _snapshot(self) -> None:
+        self.history.append(json.dumps(self.doc))
+        if len(self.history) > HISTORY_LIMIT:
+            del self.history[0]
+
+    def _changed(self, canvas: bool = True) -> None:
+        """After an edit: new revision; ``canvas`` when the browser must be told (Python-side edit)."""
+        self.rev += 1
+        if canvas:
+            self._remount()
+
+    def _remount(self) -> None:
+        self.canvas_version += 1
+        self.canvas_ts = int(time.time() * 1000)
+        self.last_event_ts = None
+        self._sent_signature = None
+        self.auto_layout = False
+
+    def notice(self, level: Level, text: str, area: str = "graph") -> None:
+        self.notices.append(Notice(level, text, area))
+
+    def take_notices(self, area: str | None = None) -> list[Notice]:
+        """Notices to show once (all, or those of one area), removed from the editor."""
+        out = [n for n in self.notices if area is None or n.area == area]
+        self.notices = [n for n in self.notices if n not in out]
+        return out
+
+    @property
+    def canvas_key(self) -> str:
+        return f"canvas-{self.canvas_version}"
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.doc["nodes"]
+
+    @property
+    def edges(self) -> list[dict[str, Any]]:
+        return self.doc["edges"]
+
+    def node(self, node_id: str) -> dict[str, Any]:
+        for n in self.nodes:
+            if n["id"] == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def has_node(self, node_id: str | None) -> bool:
+        return node_id is not None and any(n["id"] == node_id for n in self.nodes)
+
+    def incoming(self, node_id: str) -> list[str]:
+        """Sources feeding ``node_id``, in port order for multi-input ops (else drawing order)."""
+        sources = [e["source"] for e in self.edges if e["target"] == node_id]
+        order = self.node(node_id)["data"].get(PORT_ORDER_KEY)
+        if isinstance(order, list):
+            ranked = [s for s in order if s in sources]
+            return ranked + [s for s in sources if s not in ranked]
+        return sources
+
+    # ------------------------------------------------------------------ edits
+
+    def new_node_id(self, op: str) -> str:
+        base = re.sub(r"[^a-z0-9]", "", op.lower()) or "node"
+        taken = {n["id"] for n in self.nodes}
+        k = 1
+        while f"{base}{k}" in taken:
+            k += 1
+        return f"{base}{k}"
+
+    def add_node(self, op: str, position: tuple[float, float] | None = None) -> str:
+        if op not in REGISTRY:
+            raise KeyError(f"unknown op {op!r}")
+        node_id = self.new_node_id(op)
+        self._snapshot()
+        if position is None:
+            # Below the lowest layer; an Output in the way moves one row further down.
+            above = [n["position"]["y"] for n in self.nodes if n["data"].get("op") != "Output"]
+            position = (0.0, (max(above) + NODE_Y_STEP) if above else 0.0)
+            for n in self.nodes:
+                if n["data"].get("op") == "Output" and abs(n["position"]["x"] - position[0]) < NODE_X_STEP \
+                        and n["position"]["y"] < position[1] + NODE_Y_STEP:
+                    n["position"] = {"x": n["position"]["x"], "y": position[1] + NODE_Y_STEP}
+        self.nodes.append(_node_dict(node_id, op, starter_params(op), *position))
+        self.selected = node_id
+        self._changed()
+        return node_id
+
+    def delete_node(self, node_id: str) -> None:
+        self._snapshot()
+        self._drop_node(node_id)
+        self._changed()
+
+    def _drop_node(self, node_id: str) -> None:
+        self.doc["nodes"] = [n for n in self.nodes if n["id"] != node_id]
+        self.doc["edges"] = [e for e in self.edges if node_id not in (e["source"], e["target"])]
+        for n in self.nodes:
+            order = n["data"].get(PORT_ORDER_KEY)
+            if isinstance(order, list) and node_id in order:
+                order.remove(node_id)
+        if self.selected == node_id:
+            self.selected = None
+
+    def refusal(self, source: str, target: str) -> str | None:
+        """Why the edge ``source → target`` cannot be drawn, or None when it can."""
+        if not self.has_node(source) or not self.has_node(target):
+            return f"{source} → {target} connects a node that does not exist"
+        if source == target:
+            return f"{source} cannot feed itself"
+        if any(e["source"] == source and e["target"] == target for e in self.edges):
+            return f"{source} → {target} exists already"
+        back = path_between(self.edges, target, source)
+        if back is not None:
+            loop = " → ".join([source, *back])
+            return (f"Refused the connection {source} → {target}: it would close the cycle {loop}. "
+                    "Data flows one way, from Input to Output.")
+        return None
+
+    def connect(self, source: str, target: str) -> bool:
+        reason = self.refusal(source, target)
+        if reason is not None:
+            self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+            return False
+        self._snapshot()
+        self._add_edge(source, target)
+        self._changed()
+        return True
+
+    def _add_edge(self, source: str, target: str) -> None:
+        self.edges.append({"id": edge_id(source, target), "source": source, "target": target})
+        order = self.node(target)["data"].get(PORT_ORDER_KEY)
+        if isinstance(order, list) and source not in order:
+            order.append(source)
+
+    def disconnect(self, source: str, target: str) -> None:
+        self._snapshot()
+        self._drop_edge(source, target)
+        self._changed()
+
+    def _drop_edge(self, source: str, target: str) -> None:
+        self.doc["edges"] = [e for e in self.edges if not (e["source"] == source and e["target"] == target)]
+        if self.has_node(target):
+            order = self.node(target)["data"].get(PORT_ORDER_KEY)
+            if isinstance(order, list) and source in order:
+                order.remove(source)
+
+    def move_port(self, node_id: str, source: str, delta: int) -> None:
+        """Move ``source`` up (-1) or down (+1) in the port order of a multi-input node."""
+        order = self.incoming(node_id)
+        i = order.index(source)
+        j = i + delta
+        if not 0 <= j < len(order):
+            return
+        self._snapshot()
+        order[i], order[j] = order[j], order[i]
+        self.node(node_id)["data"][PORT_ORDER_KEY] = order
+        self._changed()
+
+    def set_param(self, node_id: str, name: str, value: Any) -> None:
+        """Set (or, with ``None`` for a non-optional parameter with a default, reset) one parameter."""
+        params = self.node(node_id)["data"].setdefault("params", {})
+        if params.get(name, _MISSING) == value:
+            return
+        self._snapshot()
+        params[name] = value
+        self._changed(canvas=False)
+
+    def set_label(self, node_id: str, label: str) -> None:
+        data = self.node(node_id)["data"]
+        if (data.get("label") or "") == label:
+            return
+        self._snapshot()
+        if label:
+            data["label"] = label
+        else:
+            data.pop("label", None)
+        self._changed(canvas=False)
+
+    def set_field(self, section: Literal["data", "training", "meta"], path: tuple[str, ...], value: Any) -> None:
+        """Set a data-layer, training-layer or document field (``meta``: name, description)."""
+        target = self.doc if section == "meta" else self.doc[section]
+        for key in path[:-1]:
+            target = target.setdefault(key, {})
+        if target.get(path[-1], _MISSING) == value:
+            return
+        self._snapshot()
+        target[path[-1]] = value
+        self._changed(canvas=False)
+
+    def set_list(self, which: Literal["preprocessing", "augmentation"], steps: list[dict[str, Any]]) -> None:
+        if self.doc["data"].get(which) == steps:
+            return
+        self._snapshot()
+        self.doc["data"][which] = steps
+        self._changed(canvas=False)
+
+    def layout(self) -> None:
+        """Lay the graph out top to bottom here, and ask the browser's layered layout to refine it."""
+        self._snapshot()
+        pos = layered_positions(self.nodes, self.edges)
+        for n in self.nodes:
+            x, y = pos[n["id"]]
+            n["position"] = {"x": x, "y": y}
+        self._changed()
+        self.auto_layout = True
+
+    def undo(self) -> bool:
+        if not self.history:
+            self.notice("info", "Nothing to undo.", "toolbar")
+            return False
+        self.doc = json.loads(self.history.pop())
+        if not self.has_node(self.selected):
+            self.selected = None
+        self._changed()
+        return True
+
+    def replace_doc(self, doc: dict[str, Any]) -> None:
+        self._snapshot()
+        self.doc = doc
+        self.selected = None
+        self._changed()
+
+    def load_spec(self, spec: PipelineSpec) -> None:
+        """Replace the document with a spec (template or import); missing positions are laid out."""
+        nodes, edges = flow_from_spec(spec)
+        for e in edges:
+            e["id"] = edge_id(e["source"], e["target"])
+        if any(n.position is None for n in spec.model.nodes):
+            pos = layered_positions(nodes, edges)
+            for n in nodes:
+                n["position"] = {"x": pos[n["id"]][0], "y": pos[n["id"]][1]}
+        for n in nodes:
+            if is_multi_input(n["data"]["op"]) and PORT_ORDER_KEY not in n["data"]:
+                n["data"][PORT_ORDER_KEY] = [e["source"] for e in edges if e["target"] == n["id"]]
+        self.replace_doc({
+            "name": spec.name,
+            "description": spec.description,
+            "nodes": nodes,
+            "edges": edges,
+            "data": spec.data.model_dump(mode="json"),
+            "training": spec.training.model_dump(mode="json"),
+        })
+
+    def load_json(self, text: str | bytes, source: str = "uploaded file") -> None:
+        """Import a spec file; raises SpecError listing every structural problem."""
+        self.load_spec(spec_from_json(text, source=source))
+
+    # ------------------------------------------------------------------ the canvas
+
+    def apply_canvas_value(self, value: Any) -> bool:
+        """Apply what the component returned under the current key; False when already applied or stale.
+
+        Positions are taken from the browser; additions, deletions and new edges go through the
+        same checks as Python-side edits (cycles refused, dangling edges dropped, nodes without a
+        layer type refused).
+        """
+        if not isinstance(value, dict):
+            return False
+        ts = value.get("timestamp")
+        if not isinstance(ts, (int, float)) or ts == self.last_event_ts:
+            return False
+        self.last_event_ts = int(ts)
+        sel = value.get("selectedId")
+        if isinstance(sel, str) and self.has_node(sel):
+            self.selected = sel
+
+        raw_nodes = [n for n in value.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("id"), str)]
+        raw_edges = [e for e in value.get("edges") or [] if isinstance(e, dict)]
+        browser_ids = {n["id"] for n in raw_nodes}
+        structural = False
+        python_fix = False  # the canvas shows something Python refused: remount it
+        before = json.dumps(self.doc)
+
+        for node in list(self.nodes):
+            if node["id"] not in browser_ids:
+                self._drop_node(node["id"])
+                structural = True
+        by_id = {n["id"]: n for n in self.nodes}
+        known = set(by_id)
+        for raw in raw_nodes:
+            if raw["id"] not in known:
+                content = str((raw.get("data") or {}).get("content", ""))[:40]
+                self.notice("warning", f"Removed the node {content or raw['id']!r}: nodes made with the canvas menu "
+                                       "have no layer type. Add layers from the palette.")
+                python_fix = True
+                continue
+            pos = raw.get("position")
+            if isinstance(pos, dict) and isinstance(pos.get("x"), (int, float)) and isinstance(pos.get("y"), (int, float)):
+                by_id[raw["id"]]["position"] = {"x": float(pos["x"]), "y": float(pos["y"])}
+
+        wanted: list[tuple[str, str]] = []
+        for raw in raw_edges:
+            src, tgt = raw.get("source"), raw.get("target")
+            if not isinstance(src, str) or not isinstance(tgt, str):
+                continue
+            if src not in known or tgt not in known:
+                python_fix = True  # dangling after a deletion in the browser: drop it
+                continue
+            wanted.append((src, tgt))
+        wanted = list(dict.fromkeys(wanted))  # the component ignores duplicates; so does the editor
+        current = [(e["source"], e["target"]) for e in self.edges]
+        wanted_set, current_set = set(wanted), set(current)
+        for src, tgt in current:
+            if (src, tgt) not in wanted_set:
+                self._drop_edge(src, tgt)
+                structural = True
+        for src, tgt in wanted:
+            if (src, tgt) not in current_set:
+                reason = self.refusal(src, tgt)
+                if reason is None:
+                    self._add_edge(src, tgt)
+                    structural = True
+                else:
+                    self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+                    python_fix = True
+
+        if structural:
+            self.history.append(before)
+            if len(self.history) > HISTORY_LIMIT:
+                del self.history[0]
+            self.rev += 1
+        if python_fix:
+            self._remount()
+            self.last_event_ts = int(ts)
+        return True
+
+    # ------------------------------------------------------------------ derived state (cached per revision)
+
+    def _refresh(self) -> None:
+        if self._cache_rev == self.rev and self._extraction is not None:
+            return
+        d = self.doc
+        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"]}, d["data"], d["training"],
+                                   name=d.get("name") or "pipeline", description=d.get("description") or "")
+        self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
+        self._cache_rev = self.rev
+        self._canvas_nodes = self._decorate()
+
+    def extraction(self) -> Extraction:
+        self._refresh()
+        assert self._extraction is not None
+        return self._extraction
+
+    def analysis(self) -> Analysis | None:
+        self._refresh()
+        return self._analysis
+
+    def problems(self) -> list[Problem]:
+        """Every problem: the extractor's (unreadable nodes, bad fields) and the validator's."""
+        ext = self.extraction()
+        return list(ext.problems) + (list(self._analysis.problems) if self._analysis else [])
+
+    def spec(self) -> PipelineSpec:
+        """The current spec; raises SpecError when the document cannot be read as one."""
+        ext = self.extraction()
+        if ext.spec is None:
+            raise SpecError(ext.problems)
+        return ext.spec
+
+    def valid_spec(self) -> PipelineSpec:
+        """The spec when it passes validation; raises SpecError listing every problem otherwise."""
+        problems = self.problems()
+        if problems:
+            raise SpecError(problems)
+        return self.spec()
+
+    def spec_json(self) -> str:
+        return self.spec().to_json()
+
+    def _decorate(self) -> list[dict[str, Any]]:
+        analysis = self._analysis
+        problems: dict[str, list[Problem]] = {}
+        for p in self.problems():
+            if p.node is not None:
+                problems.setdefault(p.node, []).append(p)
+        out = []
+        for n in self.nodes:
+            data = n["data"]
+            op = str(data.get("op", "?"))
+            node_id = n["id"]
+            lines = [f"**{op}** `{node_id}`"]
+            label = data.get("label")
+            if label:
+                lines[0] = f"**{_md_escape(str(label))}** ({op})"
+            shown = _param_summary(op, data.get("params") or {})
+            if shown:
+                lines.append(shown)
+            info = analysis.nodes.get(node_id) if analysis else None
+            if is_multi_input(op):
+                order = self.incoming(node_id)
+                if order:
+                    lines.append("ports: " + ", ".join(f"{i}:{s}" for i, s in enumerate(order)))
+            mine = problems.get(node_id)
+            if info is not None:
+                lines.append(f"→ {info.output}")
+            base = {"fontSize": "12px", "maxWidth": "240px"}
+            if mine:
+                lines.append("⚠ " + _md_escape(mine[0].message[:90]))
+                style = {**base, "border": "2px solid #d62728", "background": "#fdecea"}
+            elif info is not None:
+                style = {**base, "border": "1px solid #555", "background": "#ffffff"}
+            else:
+                style = {**base, "border": "1px dashed #999", "background": "#f7f7f7"}
+            out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
+        return out
+
+    def canvas_payload(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Decorated nodes and edges for the component. Remounts when what it must show changed."""
+        self._refresh()
+        signature = (tuple((n["id"], n["data"]["content"], n["style"]["border"]) for n in self._canvas_nodes),
+                     tuple(sorted((e["source"], e["target"]) for e in self.edges)))
+        if self._sent_signature is not None and signature != self._sent_signature:
+            self._remount()
+        self._sent_signature = signature
+        return self._canvas_nodes, self.edges
+
+
+_MISSING = object()
+
+
+def _md_escape(text: str) -> str:
+    return re.sub(r"([\\`*_{}\[\]()#+!|<>~])", r"\\\1", text)
+
+
+def _param_summary(op: str, params: dict[str, Any]) -> str:
+    if op not in REGISTRY:
+        return ""
+    parts = []
+    for prm in REGISTRY.get(op).params:
+        if prm.name in params and (prm.required or params[prm.name] != prm.default):
+            v = params[prm.name]
+            text = "×".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
+            parts.append(f"{prm.name}={_md_escape(text)[:24]}")
+        if len(parts) == 3:
+            break
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- data-layer steps
+
+StepKind = Literal["bool", "int", "float", "str", "ints", "floats", "strs"]
+
+
+@dataclass(frozen=True)
+class StepField:
+    """One field of a preprocessing or augmentation step, as the data layer's form shows it."""
+
+    name: str
+    kind: StepKind
+    default: Any
+    optional: bool  # an empty entry means None
+    help: str = ""
+
+
+STEP_STARTERS: dict[str, dict[str, Any]] = {"resize": {"size": [28, 28]}, "one_hot": {"columns": []}}
+
+
+def _step_union(which: Literal["preprocessing", "augmentation"]) -> tuple[type, ...]:
+    import typing
+
+    from core.spec import Augmentation, Preprocessing
+
+    annotated = Preprocessing if which == "preprocessing" else Augmentation
+    return typing.get_args(typing.get_args(annotated)[0])
+
+
+def step_catalogue(which: Literal["preprocessing", "augmentation"]) -> dict[str, tuple[str, list[StepField]]]:
+    """``op -> (description, fields)`` for every step kind the spec accepts in that list."""
+    from pydantic_core import PydanticUndefined
+
+    out: dict[str, tuple[str, list[StepField]]] = {}
+    for cls in _step_union(which):
+        op = cls.model_fields["op"].default
+        fields = []
+        for name, info in cls.model_fields.items():
+            if name == "op":
+                continue
+            kind, optional = _classify(info.annotation)
+            default = None if info.default is PydanticUndefined else info.default
+            fields.append(StepField(name, kind, default, optional, info.description or ""))
+        out[op] = ((cls.__doc__ or "").strip(), fields)
+    return out
+
+
+def _classify(ann: Any) -> tuple[StepKind, bool]:
+    """A step field's annotation → (form kind, whether None is accepted)."""
+    import types
+    import typing
+
+    optional = False
+    while True:
+        origin = typing.get_origin(ann)
+        if origin is typing.Annotated:
+            ann = typing.get_args(ann)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(ann) if a is not type(None)]
+            optional = optional or len(args) < len(typing.get_args(ann))
+            ann = args[0]
+        else:
+            break
+    if origin in (list, tuple):
+        elem = typing.get_args(ann)[0]
+        while typing.get_origin(elem) is typing.Annotated:
+            elem = typing.get_args(elem)[0]
+        return ({int: "ints", float: "floats"}.get(elem, "strs"), optional)  # type: ignore[return-value]
+    return ({bool: "bool", int: "int", float: "float"}.get(ann, "str"), optional)  # type: ignore[return-value]
+
+
+def new_step(which: Literal["preprocessing", "augmentation"], op: str) -> dict[str, Any]:
+    _doc, fields = step_catalogue(which)[op]
+    step: dict[str, Any] = {"op": op}
+    for f in fields:
+        step[f.name] = copy.deepcopy(STEP_STARTERS.get(op, {}).get(f.name, f.default))
+    return step
+
+
+def format_step_value(field_: StepField, value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def parse_step_value(field_: StepField, text: str) -> Any:
+    """Text of a list-like or optional step field → value; ValueError naming the field otherwise."""
+    text = text.strip()
+    if not text:
+        if field_.optional:
+            return None
+        if field_.kind in ("strs", "ints", "floats"):
+            return []
+        raise ValueError(f"{field_.name} needs a value")
+    if field_.kind == "strs":
+        return [p.strip() for p in text.split(",") if p.strip()]
+    parts = [p for p in re.split(r"[,\s]+", text.strip("[]() ")) if p]
+    try:
+        if field_.kind == "ints":
+            return [int(p) for p in parts]
+        if field_.kind == "floats":
+            return [float(p) for p in parts]
+        if field_.kind == "float":
+            return float(text)
+        if field_.kind == "int":
+            return int(text)
+    except ValueError:
+        raise ValueError(f"{field_.name}: {text!r} is not a list of {field_.kind}") from None
+    return text

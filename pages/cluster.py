@@ -1,0 +1,6 @@
+"""Cluster page: utilisation charts, frameworks per environment, the selector's choice (portal/cluster_view.py)."""
+
+from portal import cluster_view, session
+
+session.user()
+cluster_view.page(session.editor(), session.settings())

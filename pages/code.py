@@ -1,0 +1,6 @@
+"""Code page: generated programs side by side, support table, zip, equivalence (portal/code_view.py)."""
+
+from portal import code_view, session
+
+session.user()
+code_view.page(session.editor())

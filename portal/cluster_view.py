@@ -1,0 +1,148 @@
+"""The cluster page: partitions and nodes (CPU/GPU/memory use as charts), the frameworks of each
+execution environment, and the framework and partition the selector would choose for the current
+pipeline, with its reasons."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core.config import Settings
+from core.editor_state import Editor
+from core.errors import FlowTrainError, SpecError
+from portal.runs_view import executors_for, scheduler_settings
+from schedulers.base import SchedulerError
+
+
+def usage_rows(util: dict[str, Any]) -> list[dict[str, Any]]:
+    """Long rows (partition, resource, use, amount) for a stacked bar chart."""
+    rows = []
+    for name, p in util.items():
+        for resource, total, alloc, idle, scale in (("CPUs", p.total_cpus, p.alloc_cpus, p.idle_cpus, 1),
+                                                    ("GPUs", p.total_gpus, p.alloc_gpus, p.idle_gpus, 1),
+                                                    ("Memory GB", p.total_memory_mb, p.alloc_memory_mb,
+                                                     p.idle_memory_mb, 1024)):
+            unavailable = max(total - alloc - idle, 0)
+            for use, amount in (("allocated", alloc), ("idle", idle), ("unavailable", unavailable)):
+                rows.append({"partition": name, "resource": resource, "use": use, "amount": round(amount / scale, 1)})
+    return rows
+
+
+def _usage_chart(rows: list[dict[str, Any]], resource: str) -> alt.Chart:
+    df = pd.DataFrame([r for r in rows if r["resource"] == resource])
+    return alt.Chart(df, title=resource).mark_bar().encode(
+        x=alt.X("sum(amount):Q", title=resource),
+        y=alt.Y("partition:N", title=None),
+        color=alt.Color("use:N", scale=alt.Scale(domain=["allocated", "idle", "unavailable"],
+                                                 range=["#d62728", "#2ca02c", "#bbbbbb"])),
+        tooltip=["partition", "use", "amount"],
+    ).properties(height=40 + 28 * df["partition"].nunique())
+
+
+def utilisation_section(settings: Settings, executors: Any) -> None:
+    from schedulers.launch import utilisation_for
+
+    st.subheader(f"Partitions and nodes ({settings.scheduler})")
+    with st.spinner("Asking the scheduler…"):
+        try:
+            util = utilisation_for(settings.scheduler, executors)
+        except (SchedulerError, FlowTrainError) as err:
+            st.error(f"Cannot read the cluster's state: {err}")
+            return
+    if not util:
+        st.warning("The scheduler reported no partitions.")
+        return
+    rows = usage_rows(util)
+    cols = st.columns(3)
+    for col, resource in zip(cols, ("CPUs", "GPUs", "Memory GB"), strict=True):
+        col.altair_chart(_usage_chart(rows, resource), width="stretch")
+    parts = [{"partition": n, "up": p.up, "default": p.default, "nodes available": f"{p.available_nodes}/{len(p.nodes)}",
+              "idle CPUs": f"{p.idle_cpus}/{p.total_cpus}", "idle GPUs": f"{p.idle_gpus}/{p.total_gpus}",
+              "running jobs": p.running_jobs, "pending jobs": p.pending_jobs} for n, p in util.items()]
+    st.dataframe(pd.DataFrame(parts), hide_index=True)
+    nodes: dict[str, dict[str, Any]] = {}
+    for pname, p in util.items():
+        for n in p.nodes:
+            row = nodes.setdefault(n.name, {"node": n.name, "partitions": [], "state": n.state,
+                                            "CPUs used": f"{n.alloc_cpus}/{n.cpus}", "GPUs used": f"{n.alloc_gpus}/{n.gpus}",
+                                            "memory used GB": f"{n.alloc_memory_mb / 1024:.1f}/{n.memory_mb / 1024:.1f}",
+                                            "reason": n.reason})
+            row["partitions"].append(pname)
+    with st.expander(f"Nodes ({len(nodes)})", expanded=len(nodes) <= 8):
+        st.dataframe(pd.DataFrame([{**r, "partitions": ", ".join(r["partitions"])} for r in nodes.values()]),
+                     hide_index=True)
+
+
+def _discover(settings: Settings, refresh: bool) -> Any:
+    from schedulers.discovery import discover
+
+    return discover(scheduler_settings(settings).environments, refresh=refresh)
+
+
+def frameworks_section(settings: Settings) -> list[Any] | None:
+    st.subheader("Installed frameworks per environment")
+    refresh = st.button("Probe again", key="cluster.refresh", help="Ignore the cached answers and probe now.")
+    with st.status("Finding the installed frameworks…", expanded=False) as status:
+        try:
+            reports = _discover(settings, refresh)
+        except (FlowTrainError, SchedulerError) as err:
+            status.update(label="Discovery failed", state="error")
+            st.error(str(err))
+            return None
+        status.update(label=f"{len(reports)} environment(s)", state="complete")
+    rows = []
+    for rep in reports:
+        env = rep.environment
+        for fw in ("torch", "keras", "paddle"):
+            info = rep.frameworks.get(fw)
+            rows.append({"environment": env.name, "partitions": ", ".join(env.partitions) or "all",
+                         "framework": fw, "installed": bool(info and info.installed),
+                         "version": (info.version if info else None) or "–", "build": info.build if info else "-",
+                         "checked": time.strftime("%H:%M:%S", time.localtime(rep.probed_at)) if rep.probed_at else "–",
+                         "note": (info.error if info and not info.installed else "") or "; ".join(rep.errors)})
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    return reports
+
+
+def selector_section(ed: Editor, settings: Settings, executors: Any, reports: list[Any] | None) -> None:
+    from schedulers.launch import plan
+
+    st.subheader("Framework for the current pipeline")
+    try:
+        spec = ed.valid_spec()
+    except SpecError as err:
+        st.info(f"The pipeline has {len(err.problems)} problem(s); fix them on the Editor page to see the choice.")
+        return
+    if reports is None:
+        st.warning("No discovery result: the selector cannot choose.")
+        return
+    with st.spinner("Choosing…"):
+        try:
+            sel = plan(spec, scheduler=settings.scheduler, executors=executors, settings=scheduler_settings(settings),
+                       reports=reports)
+        except (FlowTrainError, SchedulerError) as err:
+            st.error(str(err))
+            return
+    if sel.ok:
+        st.success(f"**{sel.framework}** on partition **{sel.partition}** (environment {sel.environment}) — "
+                   + sel.reasons[0])
+    else:
+        st.error(sel.reasons[0] if sel.reasons else "nothing can run this pipeline")
+    st.markdown("\n".join(f"- {r.strip().lstrip('- ')}" for r in sel.reasons[1:]))
+    st.dataframe(pd.DataFrame([{
+        "rank": c.rank or "–", "framework": c.framework, "partition": c.partition, "feasible": c.feasible,
+        "installed": c.installed, "version": c.version or "–", "build": c.build, "all ops supported": c.supported,
+        "starts now": c.can_start_now, "idle GPUs": c.idle_gpus, "idle CPUs": c.idle_cpus,
+        "pending": c.pending_jobs, "why": c.reason} for c in sel.candidates]), hide_index=True)
+
+
+def page(ed: Editor, settings: Settings) -> None:
+    st.title("Cluster")
+    executors = executors_for(str(settings.home))
+    utilisation_section(settings, executors)
+    reports = frameworks_section(settings)
+    selector_section(ed, settings, executors, reports)

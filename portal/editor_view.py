@@ -1,0 +1,487 @@
+"""The editor page's three layers (data, graph, training) and its toolbar.
+
+Drawing only: every edit goes through :class:`core.editor_state.Editor`, which is unit-tested.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import streamlit as st
+
+from core import datasets, users, zoo
+from core.config import Settings
+from core.editor_state import Editor, is_multi_input, new_step, step_catalogue
+from core.errors import FlowTrainError, Problem, SpecError
+from core.ops import REGISTRY
+from portal import canvas
+from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
+from portal.session import reset_widgets
+
+MAX_PROBLEMS_SHOWN = 25
+MAX_FILES_LISTED = 300
+FAMILY_TITLES = {"io": "Input / output", "conv": "Convolution", "pool": "Pooling", "dense": "Dense",
+                 "activation": "Activation", "norm": "Normalisation", "dropout": "Dropout", "shape": "Shape",
+                 "merge": "Merge", "recurrent": "Recurrent", "attention": "Attention", "embedding": "Embedding"}
+FAMILY_ORDER = ["io", "conv", "pool", "dense", "activation", "norm", "dropout", "shape", "merge", "recurrent",
+                "attention", "embedding"]
+
+
+def _after_replace(ed: Editor) -> None:
+    """The document was replaced: widgets must show its values again."""
+    reset_widgets(*FIELD_PREFIXES, PARAM_PREFIX, "editor.")
+
+
+# --------------------------------------------------------------------------- toolbar
+
+
+def _load_template(ed: Editor) -> None:
+    name = st.session_state.get("toolbar.template")
+    if not name:
+        return
+    ed.load_spec(zoo.template(name))
+    ed.notice("info", f"Loaded the template {name}.", "toolbar")
+    _after_replace(ed)
+
+
+def _import(ed: Editor) -> None:
+    upload = st.session_state.get("toolbar.import")
+    if upload is None:
+        return
+    try:
+        ed.load_json(upload.getvalue(), source=upload.name)
+    except FlowTrainError as err:
+        ed.notice("error", f"Could not import {upload.name}: {err}", "toolbar")
+        return
+    ed.notice("info", f"Imported {upload.name}.", "toolbar")
+    _after_replace(ed)
+
+
+def _undo(ed: Editor) -> None:
+    if ed.undo():
+        _after_replace(ed)
+
+
+def _new(ed: Editor) -> None:
+    ed.replace_doc(Editor.blank_doc())
+    _after_replace(ed)
+
+
+def toolbar(ed: Editor) -> None:
+    c1, c2, c3, c4 = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
+    with c1:
+        field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
+    with c2:
+        names = [e.name for e in zoo.entries()]
+        st.selectbox("Template from the model zoo", options=names, index=None, key="toolbar.template",
+                     placeholder="choose a template…",
+                     format_func=lambda n: n, help="Replaces the current pipeline (undo brings it back).")
+    with c3:
+        st.button("Load template", key="toolbar.load", on_click=_load_template, args=(ed,),
+                  disabled=not st.session_state.get("toolbar.template"))
+    with c4:
+        st.button("↶ Undo", key="toolbar.undo", on_click=_undo, args=(ed,), disabled=not ed.history,
+                  help="Undo the last change to the pipeline.")
+    c1, c2, c3 = st.columns([4, 3, 2], vertical_alignment="bottom")
+    with c1:
+        st.file_uploader("Import a spec (JSON)", type=["json"], key="toolbar.import", on_change=_import, args=(ed,))
+    with c2:
+        try:
+            text = ed.spec_json()
+        except SpecError:
+            text = None
+        st.download_button("Export spec (JSON)", data=text or "", file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
+                           mime="application/json", key="toolbar.export", disabled=text is None,
+                           help=None if text else "Fix the problems listed under the graph first.")
+    with c3:
+        st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,))
+    notices(ed, "toolbar")
+
+
+def notices(ed: Editor, area: str) -> None:
+    for n in ed.take_notices(area):
+        {"error": st.error, "warning": st.warning, "info": st.info}[n.level](n.text)
+
+
+# --------------------------------------------------------------------------- data layer
+
+
+def _set_source(ed: Editor, source: str, settings: Settings, user: str) -> None:
+    ed.set_field("data", ("source",), source)
+    probe_source(ed, settings, user)
+
+
+def probe_source(ed: Editor, settings: Settings, user: str) -> None:
+    """Detect format, size and sample shape of the data source and record them in the data layer."""
+    source = ed.doc["data"]["source"]
+    try:
+        from core import dataprobe
+    except ModuleNotFoundError:
+        st.session_state["editor.probe"] = ("warning", "format detection is not available in this installation")
+        return
+    try:
+        roots = users.data_roots(user, settings)
+        result = dataprobe.probe(source, roots, target=ed.doc["data"].get("target") or "label")
+    except FlowTrainError as err:
+        st.session_state["editor.probe"] = ("error", str(err))
+        return
+    for key, value in result.to_spec_fields().items():
+        ed.set_field("data", (key,), "auto" if key == "format" and value == "builtin" else value)
+    # built-ins know their classes; a file's detected classes are recorded (the user may override them)
+    ed.set_field("data", ("num_classes",), None if datasets.builtin(source) else result.num_classes)
+    st.session_state["editor.probe"] = ("info", result.detail)
+
+
+def _choose_builtin(ed: Editor, settings: Settings, user: str) -> None:
+    _set_source(ed, st.session_state["data.builtin"], settings, user)
+    reset_widgets("data.")
+
+
+def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
+    root = st.session_state.get("data.root")
+    rel = (st.session_state.get("data.path") or "").strip()
+    if not root or not rel:
+        ed.notice("error", "Choose a data root and a path inside it.", "data")
+        return
+    try:
+        path = users.confine(user, Path(root) / rel if not rel.startswith("/") else rel, settings)
+    except FlowTrainError as err:
+        ed.notice("error", str(err), "data")
+        return
+    if not path.exists():
+        ed.notice("error", f"{path} does not exist; check the path (it is relative to the chosen data root).", "data")
+        return
+    with st.spinner("Detecting the format and size…"):
+        _set_source(ed, str(path), settings, user)
+    reset_widgets("data.format", "data.size", "data.num_classes")
+
+
+def _list_files(root: Path) -> list[str]:
+    out: list[str] = []
+    try:
+        for path in sorted(root.rglob("*")):
+            if len(out) >= MAX_FILES_LISTED:
+                break
+            rel = path.relative_to(root)
+            if len(rel.parts) > 3 or any(p.startswith(".") for p in rel.parts):
+                continue
+            if path.is_dir() or path.suffix.lower() in (".csv", ".parquet", ".pq", ".npz"):
+                out.append(str(rel) + ("/" if path.is_dir() else ""))
+    except OSError:
+        pass
+    return out
+
+
+def _add_step(ed: Editor, which: Literal["preprocessing", "augmentation"]) -> None:
+    op = st.session_state.get(f"editor.add_{which}")
+    if not op:
+        return
+    ed.set_list(which, [*(ed.doc["data"].get(which) or []), new_step(which, op)])
+    reset_widgets("step.")
+
+
+def _remove_step(ed: Editor, which: Literal["preprocessing", "augmentation"], index: int) -> None:
+    steps = list(ed.doc["data"].get(which) or [])
+    del steps[index]
+    ed.set_list(which, steps)
+    reset_widgets("step.")
+
+
+def _steps(ed: Editor, which: Literal["preprocessing", "augmentation"], title: str) -> None:
+    catalogue = step_catalogue(which)
+    st.markdown(f"**{title}**")
+    steps = ed.doc["data"].get(which) or []
+    if not steps:
+        st.caption("none")
+    for i, step in enumerate(steps):
+        op = step.get("op")
+        with st.container(border=True):
+            head, rm = st.columns([5, 1], vertical_alignment="center")
+            head.markdown(f"{i + 1}. `{op}`")
+            rm.button("✕", key=f"editor.rm_{which}_{i}", on_click=_remove_step, args=(ed, which, i),
+                      help="Remove this step")
+            _doc, fields = catalogue.get(op, ("", []))
+            for f in fields:
+                step_field_widget(ed, which, i, step, f)
+    a, b = st.columns([3, 1], vertical_alignment="bottom")
+    a.selectbox(f"Add {'an' if which[0] in 'aeiou' else 'a'} {which} step", options=list(catalogue), index=None, key=f"editor.add_{which}",
+                placeholder="choose a step…",
+                format_func=lambda op: f"{op} — {catalogue[op][0].split('.')[0][:50]}" if catalogue[op][0] else op)
+    b.button("Add", key=f"editor.add_{which}_btn", on_click=_add_step, args=(ed, which))
+
+
+def data_layer(ed: Editor, settings: Settings, user: str) -> None:
+    st.subheader("1 · Data layer", anchor="data-layer")
+    notices(ed, "data")
+    data = ed.doc["data"]
+    source = data.get("source", "")
+    roots = users.data_roots(user, settings)
+    left, mid, right = st.columns([3, 3, 3])
+    with left:
+        modes = (["Built-in dataset"] if settings.builtin_datasets else []) + ["File under my data roots"]
+        current = 0 if source.startswith("sklearn:") and settings.builtin_datasets else len(modes) - 1
+        mode = st.radio("Source", modes, index=current, key="editor.source_mode", horizontal=True)
+        if mode == "Built-in dataset":
+            names = list(datasets.BUILTIN)
+            st.selectbox("Built-in dataset", names, index=names.index(source) if source in names else None,
+                         key="data.builtin", on_change=_choose_builtin, args=(ed, settings, user),
+                         placeholder="choose a dataset…",
+                         format_func=lambda n: f"{n} — {datasets.BUILTIN[n].description}")
+        else:
+            if not roots:
+                st.warning("No data roots are configured for you; ask the portal's administrator.")
+            else:
+                root = st.selectbox("Data root", [str(r) for r in roots], key="data.root")
+                files = _list_files(Path(root))
+                st.selectbox("Files and folders found", files, index=None, key="data.found",
+                             placeholder=f"{len(files)} found" if files else "none found",
+                             on_change=lambda: st.session_state.__setitem__(
+                                 "data.path", (st.session_state.get("data.found") or "").rstrip("/")))
+                st.text_input("Path inside the root", key="data.path", placeholder="e.g. tables/houses.csv")
+                st.button("Use this data", key="editor.use_file", on_click=_choose_file, args=(ed, settings, user))
+        st.caption(f"Current source: `{source}`")
+        probe = st.session_state.get("editor.probe")
+        if probe is None and source.startswith("sklearn:") and datasets.builtin(source):
+            info = datasets.builtin(source)
+            probe = ("info", f"format builtin ({info.kind}), {info.size:,} samples, sample shape "
+                             f"{'×'.join(map(str, info.sample_shape))}, {info.num_classes} classes")
+        if probe:
+            {"info": st.success, "warning": st.warning, "error": st.error}[probe[0]](f"Detected: {probe[1]}"
+                                                                                     if probe[0] == "info" else probe[1])
+    with mid:
+        a, b = st.columns(2)
+        with a:
+            field_input(ed, "data", ("batch_size",), "Batch size", min_value=1, max_value=1_048_576)
+            field_input(ed, "data", ("validation_split",), "Validation split", kind="float", min_value=0.0,
+                        max_value=0.99, step=0.05)
+            field_input(ed, "data", ("task",), "Task", kind="select", options=["classification", "regression"])
+            field_input(ed, "data", ("target",), "Target column / key", kind="str")
+        with b:
+            field_input(ed, "data", ("num_workers",), "Loader workers", min_value=0, max_value=256)
+            field_input(ed, "data", ("test_split",), "Test split", kind="float", min_value=0.0, max_value=0.99,
+                        step=0.05)
+            field_input(ed, "data", ("num_classes",), "Classes (0 = detect)", kind="optional_int")
+            field_input(ed, "data", ("input_shape",), "Model input shape (empty = from data)", kind="ints")
+        field_input(ed, "data", ("shuffle",), "Shuffle every epoch", kind="bool")
+        if data.get("size"):
+            st.caption(f"Detected size: {data['size']:,} samples; sample shape "
+                       f"{'×'.join(map(str, data.get('sample_shape') or [])) or 'unknown'}")
+    with right:
+        _steps(ed, "preprocessing", "Preprocessing")
+        _steps(ed, "augmentation", "Augmentation")
+
+
+# --------------------------------------------------------------------------- graph layer
+
+
+def _add(ed: Editor, op: str) -> None:
+    ed.add_node(op)
+
+
+def palette(ed: Editor) -> None:
+    st.markdown("**Palette**")
+    families = REGISTRY.families()
+    order = [f for f in FAMILY_ORDER if f in families] + [f for f in families if f not in FAMILY_ORDER]
+    for fam in order:
+        with st.expander(FAMILY_TITLES.get(fam, fam.title()), expanded=fam in ("io", "conv", "pool", "dense",
+                                                                                "activation", "shape")):
+            for op in families[fam]:
+                st.button(op, key=f"palette.{op}", on_click=_add, args=(ed, op), help=REGISTRY.get(op).help,
+                          width="stretch")
+
+
+def _select(ed: Editor, key: str) -> None:
+    ed.selected = st.session_state.get(key)
+
+
+def _delete(ed: Editor, node_id: str) -> None:
+    ed.delete_node(node_id)
+    reset_widgets(f"{PARAM_PREFIX}{node_id}.")
+
+
+def _connect_from(ed: Editor, node_id: str) -> None:
+    source = st.session_state.get("editor.connect_from")
+    if source:
+        ed.connect(source, node_id)
+
+
+def _set_label(ed: Editor, node_id: str) -> None:
+    ed.set_label(node_id, st.session_state.get(f"editor.label.{node_id}", "").strip())
+
+
+def side_form(ed: Editor) -> None:
+    ids = [n["id"] for n in ed.nodes]
+    if ed.selected not in ids:
+        ed.selected = None
+    key = f"editor.selected.{ed.selected}"  # a new widget whenever the canvas changes the selection
+    st.selectbox("Selected node", ids, index=ids.index(ed.selected) if ed.selected in ids else None,
+                 key=key, on_change=_select, args=(ed, key), placeholder="click a node…")
+    if ed.selected is None:
+        st.caption("Click a node on the canvas (or choose it above) to edit its parameters. Connect nodes by "
+                   "dragging from the bottom handle of one to the top handle of another; right-click a node "
+                   "or an edge to delete it.")
+        return
+    node_id = ed.selected
+    node = ed.node(node_id)
+    op = node["data"].get("op")
+    if op not in REGISTRY:
+        st.error(f"{node_id} has no known layer type ({op!r}); delete it.")
+        st.button("Delete node", key="editor.delete", on_click=_delete, args=(ed, node_id), type="primary")
+        return
+    cls = REGISTRY.get(op)
+    st.markdown(f"**{op}** · `{node_id}`")
+    st.caption(cls.help)
+    analysis = ed.analysis()
+    info = analysis.nodes.get(node_id) if analysis else None
+    if info is not None:
+        st.markdown(f"Output **{info.output}** · {info.n_params:,} parameters · {info.macs:,} MACs")
+    for p in [p for p in ed.problems() if p.node == node_id]:
+        st.error(_problem_text(p))
+    st.text_input("Label", value=node["data"].get("label") or "", key=f"editor.label.{node_id}",
+                  on_change=_set_label, args=(ed, node_id))
+    params = node["data"].get("params") or {}
+    for prm in cls.params:
+        value = params.get(prm.name, None if prm.required else prm.default)
+        param_widget(ed, node_id, prm, value)
+    sources = ed.incoming(node_id)
+    if cls.max_inputs != 0:
+        st.markdown("**Inputs**" + (" (port order)" if is_multi_input(op) else ""))
+        multi = is_multi_input(op)
+        for i, src in enumerate(sources):
+            c = st.columns([3, 2, 2, 2] if multi else [5, 2], vertical_alignment="center")
+            c[0].markdown(f"{i}: `{src}`" if multi else f"`{src}`")
+            if multi:
+                c[1].button("↑", key=f"editor.up.{node_id}.{src}", on_click=ed.move_port, args=(node_id, src, -1),
+                            disabled=i == 0, help="Earlier port")
+                c[2].button("↓", key=f"editor.down.{node_id}.{src}", on_click=ed.move_port,
+                            args=(node_id, src, 1), disabled=i == len(sources) - 1, help="Later port")
+            c[-1].button("✕", key=f"editor.cut.{node_id}.{src}", on_click=ed.disconnect, args=(src, node_id),
+                         help="Remove this connection")
+        others = [i for i in ids if i != node_id and i not in sources]
+        a, b = st.columns([3, 2], vertical_alignment="bottom")
+        a.selectbox("Connect from", others, index=None, key="editor.connect_from", placeholder="choose a node…")
+        b.button("Connect", key="editor.connect", on_click=_connect_from, args=(ed, node_id))
+    st.button("Delete node", key="editor.delete", on_click=_delete, args=(ed, node_id))
+
+
+def _layout(ed: Editor) -> None:
+    ed.layout()
+
+
+def validation(ed: Editor) -> None:
+    problems = ed.problems()
+    analysis = ed.analysis()
+    if not problems and analysis is not None:
+        st.success(f"Valid: {len(analysis.nodes)} nodes · {analysis.total_params:,} parameters · "
+                   f"{analysis.total_macs:,} MACs per sample · output {analysis.nodes[analysis.output_id].output}"
+                   if analysis.output_id else "Valid.")
+        return
+    lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"- … and {len(problems) - MAX_PROBLEMS_SHOWN} more")
+    st.error(f"**{len(problems)} problem(s)** — invalid nodes are marked red on the canvas.\n\n" + "\n".join(lines))
+
+
+def _problem_text(p: Problem) -> str:
+    text = str(p)
+    return text.replace("`", "'")
+
+
+def graph_layer(ed: Editor) -> None:
+    st.subheader("2 · Graph layer", anchor="graph-layer")
+    left, mid, right = st.columns([1.3, 5, 2.2])
+    with left:
+        palette(ed)
+    with right:
+        side_form(ed)
+    with mid:
+        a, b, c = st.columns([2, 2, 5], vertical_alignment="center")
+        a.button("Auto-layout", key="editor.layout", on_click=_layout, args=(ed,),
+                 help="Arrange the nodes top to bottom in layers.")
+        b.caption(f"{len(ed.nodes)} nodes · {len(ed.edges)} edges")
+        notices(ed, "graph")
+        canvas.draw(ed)
+        validation(ed)
+
+
+# --------------------------------------------------------------------------- training layer
+
+
+def training_layer(ed: Editor) -> None:
+    st.subheader("3 · Training layer", anchor="training-layer")
+    notices(ed, "training")
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        st.markdown("**Compute**")
+        field_input(ed, "training", ("resources", "nodes"), "Nodes", min_value=1, max_value=4096)
+        field_input(ed, "training", ("resources", "gpus_per_node"), "GPUs per node", min_value=0, max_value=64)
+        field_input(ed, "training", ("resources", "cpus_per_task"), "CPUs per task", min_value=1, max_value=1024)
+        field_input(ed, "training", ("resources", "mem_gb"), "Memory GB (empty = default)", kind="optional_float")
+        field_input(ed, "training", ("resources", "time_limit_min"), "Time limit (minutes)", min_value=1,
+                    max_value=525_600)
+        field_input(ed, "training", ("resources", "partition"), "Partition (empty = choose)", kind="optional_str")
+    with c2:
+        st.markdown("**Loop**")
+        field_input(ed, "training", ("framework",), "Framework", kind="select",
+                    options=["auto", "torch", "keras", "paddle"],
+                    help="auto: the selector chooses from what is installed and free (Cluster page).")
+        field_input(ed, "training", ("epochs",), "Epochs", min_value=1, max_value=100_000)
+        field_input(ed, "training", ("samples_per_epoch",), "Samples per epoch (0 = all)", kind="optional_int")
+        field_input(ed, "training", ("precision",), "Precision", kind="select", options=["auto", "fp32", "bf16"])
+        field_input(ed, "training", ("seed",), "Seed", min_value=0)
+        field_input(ed, "training", ("log_every_steps",), "Log every N steps", min_value=1)
+    with c3:
+        st.markdown("**Loss and optimizer**")
+        field_input(ed, "training", ("loss",), "Loss", kind="select",
+                    options=["cross_entropy", "mse", "mae", "bce_with_logits"])
+        field_input(ed, "training", ("label_smoothing",), "Label smoothing", kind="float", min_value=0.0,
+                    max_value=0.99, step=0.05)
+        field_input(ed, "training", ("optimizer", "name"), "Optimizer", kind="select", options=["sgd", "adam", "adamw"])
+        field_input(ed, "training", ("optimizer", "lr"), "Learning rate", kind="float", min_value=1e-12, max_value=10.0)
+        field_input(ed, "training", ("optimizer", "weight_decay"), "Weight decay", kind="float", min_value=0.0,
+                    max_value=1.0)
+        field_input(ed, "training", ("optimizer", "momentum"), "Momentum (SGD)", kind="float", min_value=0.0,
+                    max_value=0.999)
+    with c4:
+        st.markdown("**Schedule and safety**")
+        field_input(ed, "training", ("schedule", "name"), "LR schedule", kind="select",
+                    options=["constant", "step", "cosine", "warmup_cosine", "plateau"])
+        sched = ed.doc["training"].get("schedule", {}).get("name")
+        if sched == "step":
+            field_input(ed, "training", ("schedule", "step_size"), "Step size (epochs)", min_value=1)
+            field_input(ed, "training", ("schedule", "gamma"), "Gamma", kind="float", min_value=1e-6, max_value=1.0)
+        elif sched in ("cosine", "warmup_cosine"):
+            if sched == "warmup_cosine":
+                field_input(ed, "training", ("schedule", "warmup_epochs"), "Warm-up epochs", min_value=0)
+            field_input(ed, "training", ("schedule", "min_lr"), "Minimum LR", kind="float", min_value=0.0)
+        elif sched == "plateau":
+            field_input(ed, "training", ("schedule", "patience"), "Patience (epochs)", min_value=0)
+            field_input(ed, "training", ("schedule", "factor"), "Factor", kind="float", min_value=1e-6,
+                        max_value=0.999)
+        field_input(ed, "training", ("gradient_clip_norm",), "Clip gradient norm (empty = off)",
+                    kind="optional_float")
+        field_input(ed, "training", ("early_stopping", "patience"), "Early stopping patience (0 = off)",
+                    kind="optional_int")
+        field_input(ed, "training", ("checkpoint", "every_steps"), "Checkpoint every N steps (0 = per epoch only)",
+                    kind="optional_int")
+
+
+def page(ed: Editor, settings: Settings, user: str) -> None:
+    """The whole editor page, in the patent's order: data, graph, training."""
+    canvas.read_event(ed)
+    st.title("Pipeline editor")
+    toolbar(ed)
+    st.divider()
+    data_layer(ed, settings, user)
+    st.divider()
+    graph_layer(ed)
+    st.divider()
+    training_layer(ed)
+
+
+def summary_badge(ed: Editor) -> dict[str, Any]:
+    """What other pages show about the current pipeline."""
+    analysis = ed.analysis()
+    return {"name": ed.doc.get("name"), "nodes": len(ed.nodes), "valid": not ed.problems(),
+            "params": analysis.total_params if analysis else None}

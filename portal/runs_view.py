@@ -1,0 +1,331 @@
+"""The runs page: submit the current pipeline, list the user's runs, follow one live, compare several.
+
+Everything goes through the run registry (:mod:`core.runs`) and :mod:`schedulers.launch`; the
+registry is asked with the signed-in user, so nobody sees or cancels another user's run.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core.config import Settings
+from core.editor_state import Editor
+from core.errors import FlowTrainError, SpecError
+from core.runs import Run, RunNotFound, RunRegistry
+from portal.curves import curve_rows, last_values, metrics_present, progress
+from schedulers.base import RunState, SchedulerError
+
+REFRESH_S = 2.0
+MAX_LISTED = 500
+STATE_ICONS = {"PENDING": ":material/hourglass_empty:", "RUNNING": ":material/directions_run:",
+               "COMPLETED": ":material/check_circle:", "FAILED": ":material/error:",
+               "CANCELLED": ":material/cancel:", "TIMEOUT": ":material/timer_off:", "NODE_FAIL": ":material/dns:",
+               "PREEMPTED": ":material/pause_circle:", "REQUEUED": ":material/replay:", "UNKNOWN": ":material/help:"}
+ARTIFACT_TITLES = {"model": "Model", "checkpoint": "Checkpoints", "code": "Code", "log": "Logs",
+                   "metrics": "Metrics", "other": "Other files"}
+
+
+@st.cache_resource(show_spinner=False)
+def registry_for(home: str) -> RunRegistry:
+    return RunRegistry(home=home)
+
+
+@st.cache_resource(show_spinner=False)
+def executors_for(home: str) -> Any:
+    from schedulers.launch import Executors
+
+    return Executors(home)
+
+
+def scheduler_settings(settings: Settings) -> Any:
+    from schedulers.environments import load_settings
+
+    return load_settings(settings.environments_file)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "–"
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def _do_submit(spec: Any, settings: Settings, user: str, framework: str, registry: RunRegistry,
+               executors: Any) -> Run | None:
+    from schedulers.launch import plan, submit_run
+
+    with st.status("Submitting the pipeline…", expanded=True) as status:
+        try:
+            status.write("Choosing the framework and partition (installed frameworks, free resources)…")
+            env_settings = scheduler_settings(settings)
+            selection = plan(spec, scheduler=settings.scheduler, framework=framework, executors=executors,
+                             settings=env_settings)
+            if selection.reasons:
+                status.write(selection.reasons[0])
+            status.write("Generating the training program and submitting it…")
+            run = submit_run(spec, registry=registry, user=user, scheduler=settings.scheduler, framework=framework,
+                             executors=executors, selection=selection, settings=env_settings)
+        except (FlowTrainError, SchedulerError) as err:
+            status.update(label="Submission failed", state="error")
+            st.error(str(err))
+            return None
+        status.update(label=f"Submitted run {run.id}: {run.framework} on {run.scheduler}, {run.state.value}",
+                      state="complete", expanded=False)
+    return run
+
+
+def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegistry, executors: Any) -> None:
+    st.subheader("Submit")
+    try:
+        spec = ed.valid_spec()
+    except SpecError as err:
+        st.warning(f"The pipeline **{ed.doc.get('name')}** cannot run yet: {len(err.problems)} problem(s). "
+                   "Fix them on the Editor page.")
+        return
+    t = spec.training
+    st.markdown(f"Pipeline **{spec.name}** · data `{spec.data.source}` · {len(spec.model.nodes)} nodes · "
+                f"{t.epochs} epoch(s) · {t.resources.nodes} node(s) × {t.resources.gpus_per_node} GPU(s) · "
+                f"scheduler **{settings.scheduler}**")
+    a, b = st.columns([2, 3], vertical_alignment="bottom")
+    choices = ["auto", "torch", "keras", "paddle"]
+    framework = a.selectbox("Framework", choices, index=choices.index(t.framework), key="runs.framework",
+                            help="auto: the selector chooses (see the Cluster page for its reasons).")
+    if b.button("Submit run", key="runs.submit", type="primary"):
+        run = _do_submit(spec, settings, user, framework, registry, executors)
+        if run is not None:
+            st.session_state["runs.selected"] = run.id
+
+
+# --------------------------------------------------------------------------- list
+
+
+def runs_table(runs: list[Run]) -> None:
+    rows = [{
+        "run": r.id, "name": r.name, "state": r.state.value,
+        "framework": r.framework, "scheduler": r.scheduler, "partition": r.partition or "–",
+        "duration": duration(r.duration), "restarts": r.restarts,
+        "exit": "–" if r.exit_code is None and r.signal is None else (
+            f"signal {r.signal}" if r.signal is not None else str(r.exit_code)),
+        "created": when(r.created),
+    } for r in runs]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+# --------------------------------------------------------------------------- detail
+
+
+def _chart(rows: list[dict[str, Any]], metric: str, color: str = "series") -> None:
+    df = pd.DataFrame([r for r in rows if r["metric"] == metric])
+    if df.empty:
+        return
+    st.markdown(f"**{metric.capitalize()}**")
+    chart = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="step"), y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+        color=alt.Color(f"{color}:N", title=None), tooltip=[color, "step", "epoch", "value"],
+    ).properties(height=260)
+    st.altair_chart(chart, width="stretch")
+
+
+def _cancel(registry: RunRegistry, executors: Any, run_id: str, user: str) -> None:
+    try:
+        registry.cancel(run_id, executors, user)
+        st.session_state["runs.notice"] = ("info", f"Cancel requested for run {run_id}.")
+    except (FlowTrainError, SchedulerError) as err:
+        st.session_state["runs.notice"] = ("error", f"Could not cancel {run_id}: {err}")
+
+
+def _open_in_editor(ed: Editor, run: Run) -> None:
+    try:
+        ed.load_spec(run.spec())
+    except FlowTrainError as err:
+        st.session_state["runs.notice"] = ("error", f"Could not load the spec of {run.id}: {err}")
+        return
+    from portal.editor_view import _after_replace
+
+    _after_replace(ed)
+    st.session_state["runs.notice"] = ("info", f"Loaded the spec of run {run.id} into the editor.")
+
+
+def _zip(root: Path, paths: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel in paths:
+            zf.write(root / rel, rel)
+    return buf.getvalue()
+
+
+def artifacts_section(registry: RunRegistry, run: Run) -> None:
+    arts = registry.artifacts(run.id)
+    if not arts:
+        st.caption("No files yet.")
+        return
+    by_kind: dict[str, list[Any]] = {}
+    for a in arts:
+        by_kind.setdefault(a.kind, []).append(a)
+    root = run.run_dir
+    cols = st.columns(3)
+    i = 0
+    for kind in ("model", "code", "log", "checkpoint", "metrics", "other"):
+        items = by_kind.get(kind)
+        if not items:
+            continue
+        with cols[i % 3]:
+            st.markdown(f"**{ARTIFACT_TITLES[kind]}**")
+            for a in items[:20]:
+                path = root / a.path
+                st.download_button(f"{'Download model' if kind == 'model' else '⬇'} {a.path} ({a.size:,} B)",
+                                   data=lambda p=path: p.read_bytes(), file_name=Path(a.path).name,
+                                   key=f"runs.dl.{run.id}.{a.path}", on_click="ignore")
+            if kind in ("code", "checkpoint", "log") and len(items) > 1:
+                rels = [a.path for a in items]
+                st.download_button(f"⬇ all {ARTIFACT_TITLES[kind].lower()} (zip)",
+                                   data=lambda r=rels: _zip(root, r), file_name=f"{run.id}-{kind}.zip",
+                                   key=f"runs.zip.{run.id}.{kind}", on_click="ignore")
+        i += 1
+
+
+def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_final: bool) -> None:
+    report = registry.reconcile(executors, run_ids=[run_id], user=user)
+    for err in report.errors:
+        st.warning(f"State not refreshed: {err}")
+    try:
+        run = registry.get(run_id, user)
+    except RunNotFound:
+        st.error(f"No run {run_id} for {user}.")
+        return
+    if not was_final and run.is_final:
+        st.rerun()  # the whole page: the table, the buttons and the refresh rate change
+    records = registry.metrics(run.id)
+    icon = STATE_ICONS.get(run.state.value, "")
+    st.markdown(f"### {icon} Run `{run.id}` — {run.state.value}")
+    spec_epochs = None
+    try:
+        spec_epochs = run.spec().training.epochs
+    except FlowTrainError:
+        pass
+    epoch, epochs, speed = progress(records, spec_epochs)
+    c = st.columns(6)
+    c[0].metric("Framework", run.framework)
+    c[1].metric("Scheduler", run.scheduler if run.scheduler == "local" else f"{run.scheduler}/{run.partition}")
+    c[2].metric("Job", run.job_id or "–")
+    c[3].metric("Duration", duration(run.duration))
+    c[4].metric("Epoch", f"{epoch}/{epochs}" if epochs else str(epoch))
+    c[5].metric("Restarts", run.restarts)
+    if speed:
+        st.caption(f"{speed:,.0f} samples/s (last logged)")
+    if run.state in (RunState.FAILED, RunState.TIMEOUT, RunState.NODE_FAIL, RunState.CANCELLED):
+        code = f"signal {run.signal}" if run.signal is not None else f"exit code {run.exit_code}"
+        st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
+    rows = curve_rows(records)
+    metrics = metrics_present(rows)
+    if metrics:
+        last = last_values(records)
+        if last:
+            st.caption(" · ".join(f"{k} {v:.4g}" for k, v in sorted(last.items())))
+        cols = st.columns(len(metrics))
+        for col, metric in zip(cols, metrics, strict=True):
+            with col:
+                _chart(rows, metric)
+    else:
+        st.caption("No metrics yet." if not run.is_final else "This run wrote no metrics.")
+    with st.expander("Log (last lines)", expanded=run.state in (RunState.FAILED, RunState.TIMEOUT)):
+        st.code(registry.log_tail(run.id, 40) or run.log_tail or "(empty)", language=None)
+    with st.expander("State history"):
+        st.dataframe(pd.DataFrame([{"time": when(h.time), "state": h.state, "detail": h.detail}
+                                   for h in registry.history(run.id)]), hide_index=True, width="stretch")
+    if run.selection and run.selection.get("reasons"):
+        with st.expander("Why this framework and partition"):
+            st.markdown("\n".join(f"- {r.strip().lstrip('- ')}" for r in run.selection["reasons"]))
+
+
+def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegistry, executors: Any,
+                   runs: list[Run]) -> None:
+    ids = [r.id for r in runs]
+    if st.session_state.get("runs.selected") not in ids:
+        st.session_state["runs.selected"] = ids[0]
+    by_id = {r.id: r for r in runs}
+    run_id = st.selectbox("Run", ids, key="runs.selected",
+                          format_func=lambda i: f"{i} · {by_id[i].name}")
+    run = by_id[run_id]
+    final = run.is_final
+    live = st.fragment(run_every=None if final else REFRESH_S)(_live)
+    live(registry, executors, run_id, user, final)
+    a, b, c, _ = st.columns([1, 1, 1, 3])
+    a.button("Cancel run", key="runs.cancel", disabled=final, on_click=_cancel,
+             args=(registry, executors, run_id, user))
+    if b.button("Resubmit", key="runs.resubmit"):
+        try:
+            spec = registry.get(run_id, user).spec()
+        except FlowTrainError as err:
+            st.error(str(err))
+        else:
+            new = _do_submit(spec, settings, user, run.framework, registry, executors)
+            if new is not None:
+                st.session_state["runs.pending_select"] = new.id
+                st.rerun()
+    c.button("Open in editor", key="runs.open", on_click=_open_in_editor, args=(ed, registry.get(run_id, user)))
+    st.markdown("#### Artifacts")
+    artifacts_section(registry, registry.get(run_id, user))
+
+
+def compare_section(registry: RunRegistry, runs: list[Run]) -> None:
+    st.subheader("Compare runs")
+    ids = [r.id for r in runs if r.metrics_count]
+    chosen = st.multiselect("Runs to compare", ids, default=ids[:2] if len(ids) >= 2 else [], key="runs.compare",
+                            max_selections=8)
+    if len(chosen) < 2:
+        st.caption("Choose two or more runs with metrics.")
+        return
+    split = st.radio("Split", ["val", "train"], horizontal=True, key="runs.compare_split")
+    rows = []
+    for rid in chosen:
+        rows += [r for r in curve_rows(registry.metrics(rid), run=rid) if r["split"] == split]
+    metrics = metrics_present(rows)
+    cols = st.columns(max(len(metrics), 1))
+    for col, metric in zip(cols, metrics, strict=False):
+        with col:
+            _chart(rows, metric, color="run")
+
+
+def page(ed: Editor, settings: Settings, user: str) -> None:
+    registry = registry_for(str(settings.home))
+    executors = executors_for(str(settings.home))
+    st.title("Runs")
+    pending = st.session_state.pop("runs.pending_select", None)
+    if pending:
+        st.session_state["runs.selected"] = pending
+    notice = st.session_state.pop("runs.notice", None)
+    if notice:
+        (st.error if notice[0] == "error" else st.info)(notice[1])
+    submit_section(ed, settings, user, registry, executors)
+    st.divider()
+    report = registry.reconcile(executors, user=user)
+    for err in report.errors:
+        st.warning(f"States not refreshed: {err}")
+    runs = registry.list_runs(user=user, limit=MAX_LISTED)
+    st.subheader(f"Your runs ({len(runs)})")
+    if not runs:
+        st.caption("No runs yet: submit the pipeline above.")
+        return
+    runs_table(runs)
+    st.divider()
+    detail_section(ed, settings, user, registry, executors, runs)
+    st.divider()
+    compare_section(registry, runs)
