@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 exec .venv/bin/python -m streamlit run app.py --server.port "${PORT:-8501}" --server.headless true \
-  --browser.gatherUsageStats false "$@"
+  --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal "$@"
