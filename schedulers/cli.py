@@ -1,0 +1,342 @@
+"""Scheduler commands: frameworks, select, run, runs, status, logs, cancel."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.errors import CommandError, FlowTrainError
+from core.load import load_spec, spec_from_dict
+from core.runs import Run, RunRegistry, StateChange
+from core.spec import PipelineSpec
+from schedulers.base import RunState, SchedulerError
+from schedulers.discovery import discover
+from schedulers.environments import FRAMEWORK_NAMES, SCHEDULERS, load_settings
+
+FRAMEWORK_CHOICES = ("auto", *FRAMEWORK_NAMES)
+
+
+class SchedulerUnavailable(FlowTrainError):
+    """A scheduler could not be reached or refused the request (wraps SchedulerError for the CLI)."""
+
+    exit_code = 3
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _scheduler_errors(fn: Handler) -> Handler:
+    @functools.wraps(fn)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except SchedulerError as exc:
+            raise SchedulerUnavailable(str(exc)) from None
+
+    return wrapper
+
+
+def default_user() -> str:
+    return os.environ.get("FLOWTRAIN_USER") or getpass.getuser()
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("frameworks", help="frameworks (version, CUDA/CPU build) of each execution environment")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--refresh", action="store_true", help="probe again instead of using the cache")
+    p.set_defaults(handler=_scheduler_errors(cmd_frameworks))
+
+    p = sub.add_parser("select", help="which framework and partition would run SPEC, and why")
+    p.add_argument("spec")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help="default: FLOWTRAIN_SCHEDULER or local")
+    p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_scheduler_errors(cmd_select))
+
+    p = sub.add_parser("run", help="generate SPEC's program, submit it and record the run")
+    p.add_argument("spec")
+    p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto",
+                   help="auto: let the selector choose (the spec's framework counts as a preference)")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help="default: FLOWTRAIN_SCHEDULER or local")
+    p.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 only if COMPLETED")
+    p.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
+    p.add_argument("--user", default=None, help="owner of the run (default: FLOWTRAIN_USER or the login name)")
+    p.add_argument("--epochs", type=int, default=None, help="override training.epochs")
+    p.add_argument("--max-steps", type=int, default=None, help="passed to train.py: stop after N optimizer steps")
+    p.add_argument("--json", action="store_true", help="print the run as JSON at the end")
+    p.set_defaults(handler=_scheduler_errors(cmd_run))
+
+    p = sub.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--user", default=None)
+    p.add_argument("--all-users", action="store_true", help="every user's runs")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_scheduler_errors(cmd_runs))
+
+    p = sub.add_parser("status", help="one run: state, history, metrics, artifacts")
+    p.add_argument("run")
+    p.add_argument("--user", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_scheduler_errors(cmd_status))
+
+    p = sub.add_parser("logs", help="the run's combined stdout/stderr")
+    p.add_argument("run")
+    p.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    p.add_argument("--user", default=None)
+    p.set_defaults(handler=_scheduler_errors(cmd_logs))
+
+    p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends)")
+    p.add_argument("run")
+    p.add_argument("--user", default=None)
+    p.set_defaults(handler=_scheduler_errors(cmd_cancel))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _registry() -> RunRegistry:
+    return RunRegistry()
+
+
+def _executors(registry: RunRegistry) -> Any:
+    from schedulers.launch import Executors
+
+    return Executors(registry.home)
+
+
+def _reconcile_quietly(registry: RunRegistry, executors: Any, **kw: Any) -> None:
+    """Refresh states; a scheduler that cannot be asked is a warning here (the registry still shows
+    the last known state), never a silent success."""
+    report = registry.reconcile(executors, **kw)
+    for err in report.errors:
+        print(f"warning: states not refreshed: {err}", file=sys.stderr)
+
+
+def _age(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _with_epochs(spec: PipelineSpec, epochs: int | None) -> PipelineSpec:
+    if epochs is None:
+        return spec
+    if epochs < 1:
+        raise CommandError(f"--epochs {epochs}: expected a positive number of epochs")
+    doc = spec.model_dump(mode="json")
+    doc["training"]["epochs"] = epochs
+    return spec_from_dict(doc)
+
+
+def _exit_words(run: Run) -> str:
+    if run.signal is not None:
+        return f"signal {run.signal}"
+    if run.exit_code is not None:
+        return f"exit code {run.exit_code}"
+    return ""
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_frameworks(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    reports = discover(settings.environments, refresh=args.refresh)
+    if args.json:
+        print(json.dumps({"source": settings.source, "environments": [r.to_dict() for r in reports]}, indent=2))
+        return 0
+    rows = []
+    for rep in reports:
+        env = rep.environment
+        where = ("local, " if env.local else "") + (",".join(env.partitions) if env.partitions else "all partitions")
+        for fw in FRAMEWORK_NAMES:
+            info = rep.frameworks.get(fw)
+            if info is None:
+                continue
+            note = "" if info.installed else (info.error.splitlines()[0][:70] if info.error else "not installed")
+            extra = f" (tf {info.backend_version})" if info.backend_version else ""
+            rows.append((env.name, fw, (info.version or "-") + extra, info.build, where, note))
+    print(_table(rows, ("ENVIRONMENT", "FRAMEWORK", "VERSION", "BUILD", "WHERE", "NOTE")))
+    for rep in reports:
+        cached = "cached" if rep.from_cache else "probed"
+        py = f"Python {rep.python_version}" if rep.python_version else "Python ?"
+        print(f"{rep.environment.name}: {rep.environment.python} ({py}; {cached} {_age(rep.probed_at)})")
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from schedulers.launch import plan
+
+    spec = load_spec(args.spec)
+    selection = plan(spec, scheduler=args.scheduler, framework=args.framework)
+    if args.json:
+        print(json.dumps(selection.to_dict(), indent=2))
+    else:
+        print("\n".join(selection.reasons))
+    return 0 if selection.ok else 4
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from schedulers.launch import Executors, submit_run, wait_for_run
+
+    spec = _with_epochs(load_spec(args.spec), args.epochs)
+    registry = _registry()
+    executors = Executors(registry.home)
+    extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
+    user = args.user or default_user()
+    run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
+                     executors=executors, args=extra)
+    out = sys.stderr if args.json else sys.stdout
+    reasons = (run.selection or {}).get("reasons", [])
+    if reasons:
+        print(reasons[0], file=out)
+    print(f"run {run.id}: {run.framework} on {run.scheduler}"
+          + (f" partition {run.partition}" if run.scheduler != "local" else "")
+          + f", job {run.job_id}, {run.state.value}", file=out)
+    print(f"run directory: {run.run_dir}", file=out)
+    if not args.wait:
+        if args.json:
+            print(json.dumps(run.to_dict(), indent=2))
+        return 0
+
+    def show(change: StateChange) -> None:
+        print(f"{_age(change.time)}  {change.state}" + (f"  {change.detail}" if change.detail else ""), file=out)
+
+    run = wait_for_run(registry, run.id, executors, timeout_s=args.timeout, on_change=show)
+    registry.sync_metrics(run.id)
+    if args.json:
+        doc = run.to_dict()
+        doc["result"] = registry.result(run.id)
+        print(json.dumps(doc, indent=2))
+    print(f"{run.state.value}" + (f" ({_exit_words(run)})" if _exit_words(run) else "")
+          + (f": {run.reason}" if run.reason and run.state != RunState.COMPLETED else ""), file=out)
+    if run.state == RunState.COMPLETED:
+        result = registry.result(run.id)
+        if result:
+            shown = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            print("result: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                         for k, v in shown.items()), file=out)
+        return 0
+    if not run.is_final:
+        print(f"still {run.state.value} after {args.timeout:g} s; follow it with: python -m flowtrain status {run.id}",
+              file=out)
+        return 1
+    if run.log_tail:
+        print("last lines of the log:\n" + run.log_tail, file=out)
+    return 1
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    registry = _registry()
+    user = None if args.all_users else (args.user or default_user())
+    _reconcile_quietly(registry, _executors(registry), user=user)
+    runs = registry.list_runs(user, limit=args.limit)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        return 0
+    rows = [(r.id, r.user, r.name[:30], r.framework, r.scheduler + (f":{r.partition}" if r.scheduler != "local" else ""),
+             r.job_id or "-", r.state.value + (f" ({_exit_words(r)})" if r.is_final and _exit_words(r)
+                                               and r.state != RunState.COMPLETED else ""),
+             _age(r.created), _dur(r.duration)) for r in runs]
+    if not rows:
+        print("no runs" + (f" for user {user}" if user else ""))
+        return 0
+    print(_table(rows, ("RUN", "USER", "NAME", "FRAMEWORK", "WHERE", "JOB", "STATE", "CREATED", "TIME")))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    registry = _registry()
+    user = args.user or default_user()
+    registry.get(args.run, user)  # ownership first: "not found" for another user's run
+    _reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
+    registry.sync_metrics(args.run)
+    run = registry.get(args.run, user)
+    history = registry.history(run.id)
+    artifacts = registry.artifacts(run.id)
+    last = registry.metrics(run.id)[-5:]
+    if args.json:
+        doc = run.to_dict()
+        doc["history"] = [h.__dict__ for h in history]
+        doc["artifacts"] = [a.to_dict() for a in artifacts]
+        doc["result"] = registry.result(run.id)
+        doc["last_metrics"] = last
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(f"run {run.id} ({run.name}) by {run.user}")
+    print(f"  state      {run.state.value}" + (f" ({_exit_words(run)})" if _exit_words(run) else "")
+          + (f", {run.restarts} restart(s)" if run.restarts else ""))
+    if run.reason:
+        print(f"  reason     {run.reason}")
+    print(f"  framework  {run.framework}  scheduler {run.scheduler}"
+          + (f"  partition {run.partition}" if run.scheduler != "local" else "") + f"  job {run.job_id or '-'}")
+    print(f"  directory  {run.run_dir}")
+    print(f"  created {_age(run.created)}  started {_age(run.started)}  ended {_age(run.ended)}  "
+          f"time {_dur(run.duration)}")
+    print("history:")
+    for h in history:
+        print(f"  {_age(h.time)}  {h.state:<9}  {h.detail}")
+    if last:
+        print("last metrics:")
+        for rec in last:
+            vals = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in rec.items()
+                             if k not in ("time", "elapsed") and not isinstance(v, (dict, list)))
+            print(f"  {vals}")
+    if artifacts:
+        print("artifacts:")
+        for a in artifacts:
+            print(f"  {a.kind:<10} {a.path}  ({a.size:,} bytes)")
+    if run.state in (RunState.FAILED, RunState.NODE_FAIL, RunState.TIMEOUT) and run.log_tail:
+        print("last lines of the log:\n" + run.log_tail)
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    registry = _registry()
+    run = registry.get(args.run, args.user or default_user())
+    path = registry.log_path(run.id)
+    if path is None:
+        raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
+                           exit_code=1)
+    if args.tail is not None:
+        from core.runs import tail_file
+
+        text = tail_file(path, args.tail)
+        sys.stdout.write(text + ("\n" if text else ""))
+        return 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 16):
+            sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    registry = _registry()
+    user = args.user or default_user()
+    run = registry.cancel(args.run, _executors(registry), user=user)
+    print(f"run {run.id}: {run.state.value}" + ("" if run.is_final else " (cancel requested; it ends after "
+                                                 "writing a checkpoint)"))
+    return 0

@@ -1,0 +1,218 @@
+"""Execution environments: which Python interpreters run generated programs, and where.
+
+An *environment* is a Python interpreter (a venv's ``bin/python``, a module-provided
+interpreter, …) that has some of the frameworks installed. On a Slurm cluster an environment may
+be bound to partitions (the interpreter exists only on those nodes); locally it runs on the
+portal's own machine.
+
+Configured by the file named in ``FLOWTRAIN_ENVIRONMENTS`` (JSON, or TOML when it ends in
+``.toml``)::
+
+    {
+      "scheduler": "slurm",                       # optional: default scheduler (local | slurm)
+      "environments": [
+        {"name": "torch-gpu", "python": "/opt/venvs/torch/bin/python", "partitions": ["gpu"]},
+        {"name": "paddle", "python": "/opt/venvs/paddle/bin/python", "partitions": ["cpu"],
+         "local": false, "probe": "srun"},
+        {"name": "site", "python": "/usr/bin/python3",
+         "frameworks": {"keras": {"version": "3.15", "device": "cpu"}}}
+      ]
+    }
+
+``partitions`` empty (the default) means the interpreter exists on every partition. ``local``
+(default true) says whether the local executor may use it. ``frameworks`` overrides discovery
+for that environment: nothing is probed, the listed frameworks are taken as installed (a list
+of names, or a mapping name → ``{"version", "device"}``). ``probe`` is ``local`` (run the
+interpreter here, the default) or ``srun`` (a short Slurm job on the environment's first
+partition, for interpreters that exist only on compute nodes).
+
+Without the variable there is one environment, ``default``: this process's interpreter, on the
+local machine and on every partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import CommandError
+
+ENV_VAR = "FLOWTRAIN_ENVIRONMENTS"
+SCHEDULER_VAR = "FLOWTRAIN_SCHEDULER"
+HOME_VAR = "FLOWTRAIN_HOME"
+SCHEDULERS = ("local", "slurm")
+FRAMEWORK_NAMES = ("torch", "keras", "paddle")
+PROBE_MODES = ("local", "srun")
+
+
+def flowtrain_home() -> Path:
+    """``$FLOWTRAIN_HOME`` or ``./var``, as an absolute path (run directories must be absolute
+    so that slurmd and restarted portals find them)."""
+    return Path(os.environ.get(HOME_VAR) or "var").expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class FrameworkOverride:
+    """A framework declared installed by configuration instead of by a probe."""
+
+    version: str | None = None
+    device: str = "cpu"  # "cpu" or "cuda"
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    python: str
+    partitions: tuple[str, ...] = ()  # empty: every partition
+    local: bool = True
+    frameworks: Mapping[str, FrameworkOverride] | None = None  # None: probe
+    probe: str = "local"
+
+    def serves_partition(self, partition: str) -> bool:
+        return not self.partitions or partition in self.partitions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "python": self.python,
+            "partitions": list(self.partitions),
+            "local": self.local,
+            "frameworks": None
+            if self.frameworks is None
+            else {k: {"version": v.version, "device": v.device} for k, v in self.frameworks.items()},
+            "probe": self.probe,
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    environments: tuple[Environment, ...]
+    scheduler: str = "local"
+    source: str = "(built-in default)"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_environment() -> Environment:
+    return Environment(name="default", python=sys.executable)
+
+
+def _bad(source: str, where: str, received: Any, expected: str) -> CommandError:
+    return CommandError(
+        f"{source}: {where} is {received!r}; expected {expected}. Fix the file named by {ENV_VAR}."
+    )
+
+
+def _frameworks(source: str, where: str, value: Any) -> dict[str, FrameworkOverride]:
+    if isinstance(value, list):
+        value = {name: {} for name in value}
+    if not isinstance(value, dict):
+        raise _bad(source, where, value, 'a list of framework names or {"torch": {"version": …}}')
+    out: dict[str, FrameworkOverride] = {}
+    for name, info in value.items():
+        if name not in FRAMEWORK_NAMES:
+            raise _bad(source, f"{where} key", name, f"one of {', '.join(FRAMEWORK_NAMES)}")
+        info = info or {}
+        if not isinstance(info, dict):
+            raise _bad(source, f"{where}.{name}", info, 'an object like {"version": "2.3", "device": "cuda"}')
+        device = info.get("device", "cpu")
+        if device not in ("cpu", "cuda"):
+            raise _bad(source, f"{where}.{name}.device", device, '"cpu" or "cuda"')
+        version = info.get("version")
+        out[name] = FrameworkOverride(version=None if version is None else str(version), device=device)
+    return out
+
+
+def parse_settings(doc: Any, source: str = "<settings>") -> Settings:
+    """Settings from an already parsed JSON/TOML document; every mistake names the field."""
+    if not isinstance(doc, dict):
+        raise _bad(source, "the document", type(doc).__name__, 'an object with an "environments" list')
+    scheduler = doc.get("scheduler", os.environ.get(SCHEDULER_VAR) or "local")
+    if scheduler not in SCHEDULERS:
+        raise _bad(source, "scheduler", scheduler, " or ".join(SCHEDULERS))
+    raw_envs = doc.get("environments", [])
+    if not isinstance(raw_envs, list):
+        raise _bad(source, "environments", raw_envs, "a list of environment objects")
+    envs: list[Environment] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_envs):
+        where = f"environments[{i}]"
+        if not isinstance(raw, dict):
+            raise _bad(source, where, raw, 'an object like {"name": "torch", "python": "/path/bin/python"}')
+        unknown = set(raw) - {"name", "python", "partitions", "local", "frameworks", "probe"}
+        if unknown:
+            raise _bad(source, f"{where} key(s)", sorted(unknown),
+                       "only name, python, partitions, local, frameworks, probe")
+        name = raw.get("name") or f"env{i}"
+        if not isinstance(name, str) or name in seen:
+            raise _bad(source, f"{where}.name", name, "a unique string")
+        seen.add(name)
+        python = raw.get("python") or sys.executable
+        if not isinstance(python, str):
+            raise _bad(source, f"{where}.python", python, "the path of a Python interpreter")
+        parts = raw.get("partitions", [])
+        if isinstance(parts, str):
+            parts = [p for p in parts.split(",") if p]
+        if not isinstance(parts, list) or not all(isinstance(p, str) and p for p in parts):
+            raise _bad(source, f"{where}.partitions", parts, "a list of partition names")
+        local = raw.get("local", True)
+        if not isinstance(local, bool):
+            raise _bad(source, f"{where}.local", local, "true or false")
+        probe = raw.get("probe", "local")
+        if probe not in PROBE_MODES:
+            raise _bad(source, f"{where}.probe", probe, " or ".join(PROBE_MODES))
+        if probe == "srun" and not parts:
+            raise _bad(source, f"{where}.partitions", parts, 'at least one partition when probe is "srun"')
+        fws = raw.get("frameworks")
+        envs.append(Environment(
+            name=name,
+            python=python,
+            partitions=tuple(parts),
+            local=local,
+            frameworks=None if fws is None else _frameworks(source, f"{where}.frameworks", fws),
+            probe=probe,
+        ))
+    if not envs:
+        envs.append(default_environment())
+    extra = {k: v for k, v in doc.items() if k not in {"scheduler", "environments"}}
+    return Settings(environments=tuple(envs), scheduler=scheduler, source=source, extra=extra)
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read the environments file (``path`` or ``$FLOWTRAIN_ENVIRONMENTS``); built-in default without one."""
+    path = path or os.environ.get(ENV_VAR) or None
+    if path is None:
+        scheduler = os.environ.get(SCHEDULER_VAR) or "local"
+        if scheduler not in SCHEDULERS:
+            raise CommandError(f"{SCHEDULER_VAR}={scheduler!r}; expected {' or '.join(SCHEDULERS)}")
+        return Settings(environments=(default_environment(),), scheduler=scheduler)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"{p} (from {ENV_VAR}) cannot be read: {exc.strerror or exc}; "
+                           "point the variable at a JSON or TOML environments file") from None
+    try:
+        doc = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CommandError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+    return parse_settings(doc, source=str(p))
+
+
+def load_environments(path: str | Path | None = None) -> tuple[Environment, ...]:
+    return load_settings(path).environments
+
+
+def default_scheduler(settings: Settings | None = None) -> str:
+    """``local`` unless ``$FLOWTRAIN_SCHEDULER`` or the settings file says ``slurm``."""
+    env = os.environ.get(SCHEDULER_VAR)
+    if env:
+        if env not in SCHEDULERS:
+            raise CommandError(f"{SCHEDULER_VAR}={env!r}; expected {' or '.join(SCHEDULERS)}")
+        return env
+    return (settings or load_settings()).scheduler

@@ -1,0 +1,189 @@
+"""From a spec to a followed run: choose, generate, submit, record, wait.
+
+The one path both the CLI (``python -m flowtrain run``) and the portal use::
+
+    registry = RunRegistry()
+    executors = Executors(registry.home)
+    run = submit_run(spec, registry=registry, user="alice", scheduler="slurm", executors=executors)
+    run = wait_for_run(registry, run.id, executors)          # or registry.reconcile(executors) now and then
+
+Slurm configured but unreachable is an error (:class:`~schedulers.base.SchedulerError`), never a
+silent switch to the local machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from core.runs import Run, RunRegistry, StateChange, default_home
+from core.spec import PipelineSpec
+from core.validate import Analysis, validate
+from schedulers.base import Executor, JobRequest, SchedulerError
+from schedulers.discovery import EnvironmentReport, discover
+from schedulers.environments import SCHEDULERS, Settings, default_scheduler, load_settings
+from schedulers.local import LocalExecutor
+from schedulers.selector import LOCAL_PARTITION, Selection, select
+from schedulers.utilisation import PartitionUtilisation
+
+
+class Executors(Mapping[str, Executor]):
+    """Scheduler name → executor, built on first use (so a portal without Slurm never calls it).
+
+    ``home``: FLOWTRAIN_HOME of the registry (the local executor keeps its state in ``home/local``).
+    """
+
+    def __init__(self, home: str | Path, *, slurm_conf: str | None = None, local_cpus: int | None = None,
+                 local_gpus: int | None = None) -> None:
+        self.home = Path(home)
+        self.slurm_conf = slurm_conf
+        self.local_cpus = local_cpus
+        self.local_gpus = local_gpus
+        self._made: dict[str, Executor] = {}
+
+    def make(self, scheduler: str, python: str | None = None) -> Executor:
+        """A fresh executor whose jobs run ``python`` (the selected environment's interpreter)."""
+        if scheduler == "local":
+            return LocalExecutor(self.home / "local", python=python, cpus=self.local_cpus, gpus=self.local_gpus)
+        if scheduler == "slurm":
+            from schedulers.slurm.executor import SlurmExecutor
+
+            return SlurmExecutor(self.slurm_conf, python=python)
+        raise SchedulerError(f"unknown scheduler {scheduler!r}; expected {' or '.join(SCHEDULERS)}")
+
+    def __getitem__(self, scheduler: str) -> Executor:
+        if scheduler not in self._made:
+            if scheduler not in SCHEDULERS:
+                raise KeyError(scheduler)
+            self._made[scheduler] = self.make(scheduler)
+        return self._made[scheduler]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SCHEDULERS)
+
+    def __len__(self) -> int:
+        return len(SCHEDULERS)
+
+
+def utilisation_for(scheduler: str, executors: Executors) -> dict[str, PartitionUtilisation]:
+    """Partition name → utilisation: the Slurm cluster's partitions, or ``{"local": this machine}``."""
+    if scheduler == "local":
+        local = executors["local"]
+        if not isinstance(local, LocalExecutor):
+            raise SchedulerError(f"the local executor is a {type(local).__name__}; it cannot report utilisation")
+        return {LOCAL_PARTITION: local.utilisation()}
+    from schedulers.slurm.executor import SlurmExecutor
+    from schedulers.utilisation import slurm_utilisation
+
+    slurm = executors["slurm"]
+    commands = slurm.commands if isinstance(slurm, SlurmExecutor) else None
+    return slurm_utilisation(commands)
+
+
+def plan(
+    spec: PipelineSpec,
+    *,
+    scheduler: str | None = None,
+    framework: str | None = None,
+    analysis: Analysis | None = None,
+    executors: Executors | None = None,
+    settings: Settings | None = None,
+    reports: Sequence[EnvironmentReport] | None = None,
+    refresh: bool = False,
+) -> Selection:
+    """Discovery (cached) + the scheduler's utilisation + :func:`select`.
+
+    ``framework``: ``None``/``"auto"`` lets the selector choose (``spec.training.framework`` counts
+    as a preference); a framework name is required, not preferred.
+    """
+    settings = settings or load_settings()
+    scheduler = scheduler or default_scheduler(settings)
+    if scheduler not in SCHEDULERS:
+        raise SchedulerError(f"unknown scheduler {scheduler!r}; expected {' or '.join(SCHEDULERS)}")
+    executors = executors or Executors(default_home())
+    if reports is None:
+        reports = discover(settings.environments, refresh=refresh)
+    util = utilisation_for(scheduler, executors)
+    require = None if framework in (None, "auto") else framework
+    return select(spec, analysis, reports, util, scheduler=scheduler, require=require)
+
+
+def submit_run(
+    spec: PipelineSpec,
+    *,
+    registry: RunRegistry,
+    user: str,
+    scheduler: str | None = None,
+    framework: str | None = None,
+    executors: Executors | None = None,
+    selection: Selection | None = None,
+    args: Sequence[str] = (),
+    job_name: str | None = None,
+    settings: Settings | None = None,
+) -> Run:
+    """Choose (unless ``selection`` is given), generate into a new run directory, submit, record.
+
+    ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
+    run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
+    """
+    from core.codegen import generate
+
+    settings = settings or load_settings()
+    scheduler = scheduler or default_scheduler(settings)
+    executors = executors or Executors(registry.home)
+    analysis = validate(spec)
+    selection = (selection or plan(spec, scheduler=scheduler, framework=framework, analysis=analysis,
+                                   executors=executors, settings=settings)).require()
+    framework_name = str(selection.framework)
+    partition = None if scheduler == "local" else selection.partition
+    run = registry.create_run(
+        user=user, spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework=framework_name,
+        scheduler=scheduler, name=spec.name, partition=selection.partition, environment=selection.python,
+        selection=selection.to_dict(),
+    )
+    try:
+        program = generate(spec, framework_name, analysis)
+        program.write(run.run_dir)
+        executor = executors.make(scheduler, python=selection.python)
+        request = JobRequest(
+            run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
+            resources=replace(selection.resources, partition=partition), args=tuple(args),
+        )
+        job_id = executor.submit(request)
+    except Exception as exc:
+        registry.mark_failed(run.id, f"submission failed: {exc}")
+        raise
+    registry.mark_submitted(run.id, job_id, f"submitted to {scheduler} as job {job_id}"
+                            + (f" on partition {partition}" if partition else ""))
+    registry.reconcile({scheduler: executor}, run_ids=[run.id], metrics=False)
+    return registry.get(run.id)
+
+
+def wait_for_run(
+    registry: RunRegistry,
+    run_id: str,
+    executors: Mapping[str, Executor],
+    *,
+    timeout_s: float | None = None,
+    interval_s: float = 1.0,
+    on_change: Callable[[StateChange], Any] | None = None,
+) -> Run:
+    """Reconcile the run until it is final (or ``timeout_s`` passes); returns it as last seen.
+
+    Raises :class:`SchedulerError` when its scheduler cannot be asked (e.g. Slurm went away).
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        report = registry.reconcile(executors, run_ids=[run_id])
+        if report.errors:
+            raise SchedulerError("; ".join(report.errors))
+        for change in report.changes:
+            if on_change:
+                on_change(change)
+        run = registry.get(run_id)
+        if run.is_final or (deadline is not None and time.monotonic() >= deadline):
+            return run
+        time.sleep(interval_s)

@@ -1,0 +1,318 @@
+"""The target-framework determination: which framework, on which partition, and why.
+
+Every (framework, partition) pair is a :class:`Candidate`. The policy, in order:
+
+1. **Feasible** — the framework is installed in an environment that reaches the partition, it can
+   express every op of the graph (``core.mapping.base.unsupported_problems``), and the partition
+   has enough nodes with enough GPUs/CPUs/memory *in total* (down and drained nodes excluded).
+2. **Soonest start** — the partition can start the job now (enough idle GPUs/CPUs on enough
+   nodes), then fewer pending jobs, then a CUDA build when GPUs are requested.
+3. **The user's preference** — ``spec.training.framework`` unless ``auto`` (or ``preferred``).
+
+Then a fixed order (torch, keras, paddle) and more idle capacity break ties, so the choice is
+deterministic. The reasons come back in words (one line per candidate) and as data.
+
+``require`` (the CLI's/portal's explicit ``--framework X``) is a constraint, not a preference:
+only X's candidates can win. ``spec.training.resources.partition`` likewise restricts partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.errors import FlowTrainError, Problem
+from core.spec import PipelineSpec
+from core.validate import Analysis, validate
+from schedulers.base import Resources
+from schedulers.discovery import EnvironmentReport, FrameworkInfo
+from schedulers.environments import FRAMEWORK_NAMES
+from schedulers.utilisation import PartitionUtilisation
+
+LOCAL_PARTITION = "local"
+SupportCheck = Callable[[Analysis, str], list[Problem]]
+
+
+class NoFeasibleTarget(FlowTrainError):
+    """No framework/partition can run the pipeline; the message lists why for each candidate."""
+
+    exit_code = 4
+
+
+def resources_from_spec(spec: PipelineSpec) -> Resources:
+    r = spec.training.resources
+    return Resources(
+        nodes=r.nodes,
+        gpus_per_node=r.gpus_per_node,
+        cpus_per_task=r.cpus_per_task,
+        tasks_per_node=1,
+        mem_mb=int(r.mem_gb * 1024) if r.mem_gb is not None else None,
+        time_limit_min=r.time_limit_min,
+        partition=r.partition,
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    framework: str
+    partition: str
+    environment: str | None  # name of the environment that would run it
+    python: str | None
+    installed: bool
+    version: str | None
+    build: str  # "CPU", "CUDA 12.4" or "-"
+    supported: bool  # every op can be expressed
+    unsupported: tuple[str, ...]  # "node conv1: …" lines
+    fits: bool  # the partition could ever run the request
+    fit_problem: str
+    can_start_now: bool
+    idle_gpus: int
+    idle_cpus: int
+    default_partition: bool
+    total_gpus: int
+    total_cpus: int
+    pending_jobs: int
+    gpu_build_ok: bool  # a CUDA build, or no GPUs requested
+    preferred: bool
+    allowed: bool = True  # not excluded by --framework / a requested partition
+    rank: int | None = None  # 1 = chosen; None = infeasible
+    reason: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return self.allowed and self.installed and self.supported and self.fits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "feasible": self.feasible}
+
+
+@dataclass(frozen=True)
+class Selection:
+    framework: str | None
+    partition: str | None
+    environment: str | None
+    python: str | None
+    reasons: list[str]
+    candidates: list[Candidate]
+    resources: Resources = field(default_factory=Resources)
+
+    @property
+    def ok(self) -> bool:
+        return self.framework is not None
+
+    def require(self) -> Selection:
+        """This selection, or :class:`NoFeasibleTarget` listing why nothing fits."""
+        if not self.ok:
+            raise NoFeasibleTarget("\n".join(self.reasons))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "partition": self.partition,
+            "environment": self.environment,
+            "python": self.python,
+            "reasons": list(self.reasons),
+            "resources": asdict(self.resources),
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+def _default_support(analysis: Analysis, framework: str) -> list[Problem]:
+    from core.mapping.base import unsupported_problems
+
+    return unsupported_problems(analysis, framework)
+
+
+def _per_node(res: Resources) -> tuple[int, int, int]:
+    procs = res.gpus_per_node if res.gpus_per_node > 0 else res.tasks_per_node
+    return res.gpus_per_node, res.cpus_per_task * max(procs, 1), res.mem_mb or 0
+
+
+def _fit_problem(util: PartitionUtilisation, res: Resources) -> str:
+    """Why the partition can never run the request ("" when it can, given time)."""
+    gpus, cpus, mem = _per_node(res)
+    if not util.up:
+        return f"partition {util.name} is down"
+    usable = [n for n in util.nodes if n.available]
+    big = [n for n in usable if n.gpus >= gpus and n.cpus >= cpus and n.memory_mb >= mem]
+    if len(big) >= res.nodes:
+        return ""
+    off = [f"{n.name} {n.state}" for n in util.nodes if not n.available]
+    off_text = f" ({', '.join(off)})" if off else ""
+    if gpus and not any(n.gpus >= gpus for n in usable):
+        most = max((n.gpus for n in usable), default=0)
+        return f"no usable node of partition {util.name} has {gpus} GPUs (at most {most}){off_text}"
+    if not any(n.cpus >= cpus for n in usable):
+        most = max((n.cpus for n in usable), default=0)
+        return f"no usable node of partition {util.name} has {cpus} CPUs (at most {most}){off_text}"
+    if mem and not any(n.memory_mb >= mem for n in usable):
+        return f"no usable node of partition {util.name} has {mem} MB of memory{off_text}"
+    return (f"needs {res.nodes} node(s) with {gpus} GPUs/{cpus} CPUs each; partition {util.name} has "
+            f"{len(big)} usable{off_text}")
+
+
+def _best_env(
+    framework: str, partition: str, reports: Sequence[EnvironmentReport], scheduler: str, want_cuda: bool
+) -> tuple[EnvironmentReport, FrameworkInfo] | None:
+    found = []
+    for rep in reports:
+        env = rep.environment
+        reaches = env.local if scheduler == "local" else env.serves_partition(partition)
+        if reaches and rep.has(framework):
+            found.append((rep, rep.frameworks[framework]))
+    if not found:
+        return None
+    if want_cuda:
+        found.sort(key=lambda ri: not ri[1].cuda)  # stable: configuration order otherwise
+    return found[0]
+
+
+def _words(c: Candidate, res: Resources) -> str:
+    head = f"{c.framework} on {c.partition}"
+    if not c.allowed:
+        return f"{head}: excluded ({c.fit_problem})"
+    if not c.installed:
+        return f"{head}: not installed in any environment that reaches {c.partition}"
+    what = f"{c.framework} {c.version or ''} ({c.build} build)".replace("  ", " ")
+    if not c.supported:
+        shown = ", ".join(c.unsupported[:4]) + (f", … {len(c.unsupported) - 4} more" if len(c.unsupported) > 4 else "")
+        return f"{head}: {what} cannot express {len(c.unsupported)} node(s): {shown}"
+    if not c.fits:
+        return f"{head}: {what}, but {c.fit_problem}"
+    gpus, cpus, _ = _per_node(res)
+    load = (f"{c.idle_gpus} of {c.total_gpus} GPUs idle, " if gpus or c.total_gpus else "") + \
+        f"{c.idle_cpus} of {c.total_cpus} CPUs idle, {c.pending_jobs} pending job(s)"
+    start = "can start now" if c.can_start_now else f"would wait (needs {gpus} GPUs/{cpus} CPUs on {res.nodes} node(s))"
+    extra = []
+    if not c.gpu_build_ok:
+        extra.append("a CPU build: the requested GPUs would sit idle")
+    if c.preferred:
+        extra.append("your preferred framework")
+    return f"{head}: {what}, {start}; {load}" + (f"; {', '.join(extra)}" if extra else "")
+
+
+def select(
+    spec: PipelineSpec,
+    analysis: Analysis | None,
+    reports: Sequence[EnvironmentReport],
+    utilisation: Mapping[str, PartitionUtilisation],
+    preferred: str | None = None,
+    *,
+    scheduler: str = "slurm",
+    require: str | None = None,
+    support: SupportCheck | None = None,
+) -> Selection:
+    """Choose framework and partition for ``spec`` (see the module docstring for the policy).
+
+    ``reports``: :func:`schedulers.discovery.discover`'s result. ``utilisation``: partition name →
+    :class:`PartitionUtilisation` (for ``scheduler="local"``: ``{"local": …}``). ``preferred``:
+    defaults to ``spec.training.framework`` unless ``auto``. ``require``: only this framework may
+    be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one).
+    """
+    if analysis is None:
+        analysis = validate(spec)
+    if require is not None and require not in FRAMEWORK_NAMES:
+        raise NoFeasibleTarget(f"framework {require!r} is unknown; choose one of {', '.join(FRAMEWORK_NAMES)} or auto")
+    if preferred is None and spec.training.framework != "auto":
+        preferred = spec.training.framework
+    res = resources_from_spec(spec)
+    gpus, cpus, mem = _per_node(res)
+    want_partition = spec.training.resources.partition if scheduler != "local" else None
+    check = support or _default_support
+    unsupported = {fw: [_short(p) for p in check(analysis, fw)] for fw in FRAMEWORK_NAMES}
+
+    candidates: list[Candidate] = []
+    for part_name in sorted(utilisation):
+        util = utilisation[part_name]
+        problem = _fit_problem(util, res)
+        for fw in FRAMEWORK_NAMES:
+            best = _best_env(fw, part_name, reports, scheduler, want_cuda=gpus > 0)
+            info = best[1] if best else None
+            excluded = ""
+            if require is not None and fw != require:
+                excluded = f"--framework {require} was requested"
+            elif want_partition is not None and part_name != want_partition:
+                excluded = f"training.resources.partition is {want_partition}"
+            candidates.append(Candidate(
+                framework=fw, partition=part_name,
+                environment=best[0].environment.name if best else None,
+                python=best[0].environment.python if best else None,
+                installed=info is not None, version=info.version if info else None,
+                build=info.build if info else "-",
+                supported=not unsupported[fw], unsupported=tuple(unsupported[fw]),
+                fits=not problem, fit_problem=excluded or problem,
+                can_start_now=not problem and util.can_start_now(res.nodes, gpus, cpus, mem),
+                idle_gpus=util.idle_gpus, idle_cpus=util.idle_cpus, total_gpus=util.total_gpus,
+                total_cpus=util.total_cpus, pending_jobs=util.pending_jobs, default_partition=util.default,
+                gpu_build_ok=gpus == 0 or bool(info and info.cuda),
+                preferred=fw == preferred, allowed=not excluded,
+            ))
+
+    order = {fw: i for i, fw in enumerate(FRAMEWORK_NAMES)}
+
+    def key(c: Candidate) -> tuple[Any, ...]:
+        # Ties: GPU jobs go where most GPUs are idle; CPU jobs to the default partition, then where
+        # most CPUs are idle (they should not take GPU nodes needlessly).
+        spare = (-c.idle_gpus, -c.idle_cpus) if gpus else (not c.default_partition, -c.idle_cpus)
+        return (not c.can_start_now, c.pending_jobs, not c.gpu_build_ok, not c.preferred, order[c.framework],
+                *spare, c.partition)
+
+    feasible = sorted((c for c in candidates if c.feasible), key=key)
+    ranks = {(c.framework, c.partition): i + 1 for i, c in enumerate(feasible)}
+    ranked = []
+    for c in candidates:
+        c = _with(c, rank=ranks.get((c.framework, c.partition)))
+        ranked.append(_with(c, reason=_words(c, res)))
+    ranked.sort(key=lambda c: (c.rank is None, c.rank or 0, order[c.framework], c.partition))
+
+    if not feasible:
+        if not utilisation:
+            lines = ["no partition to run on: the scheduler reported none"]
+        else:
+            lines = ["no framework can run this pipeline on the available resources:"]
+        lines += [f"  - {c.reason}" for c in ranked if c.allowed]
+        return Selection(None, None, None, None, lines, ranked, res)
+
+    best = ranked[0]
+    lines = [_headline(best, ranked, preferred, res)]
+    lines += [f"  - {c.reason}" for c in ranked]
+    return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res)
+
+
+def _short(problem: Problem) -> str:
+    """``conv1 (Conv2d): no converter`` — the node, its op and the framework's reason."""
+    reason = problem.message.split(": ", 1)[-1]
+    return f"{problem.node or problem.location} ({problem.received or '?'}: {reason})"
+
+
+def _with(c: Candidate, **changes: Any) -> Candidate:
+    return Candidate(**{**asdict(c), **changes})
+
+
+def _headline(best: Candidate, ranked: list[Candidate], preferred: str | None, res: Resources) -> str:
+    gpus, _, _ = _per_node(res)
+    why = []
+    if best.can_start_now:
+        idle = f"{best.idle_gpus} idle GPUs" if gpus else f"{best.idle_cpus} idle CPUs"
+        why.append(f"it can start now ({idle}, {best.pending_jobs} pending)")
+    else:
+        why.append(f"no feasible choice can start now; it has the shortest queue ({best.pending_jobs} pending)")
+    if best.preferred:
+        why.append("it is your preferred framework")
+    elif preferred:
+        pref = [c for c in ranked if c.framework == preferred]
+        feasible = [c for c in pref if c.rank is not None]
+        if not pref or not any(c.installed for c in pref):
+            why.append(f"preferred {preferred} is not installed anywhere reachable")
+        elif not any(c.supported for c in pref):
+            why.append(f"preferred {preferred} cannot express the graph")
+        elif not feasible:
+            why.append(f"preferred {preferred} has no partition big enough")
+        else:
+            p = feasible[0]
+            state = "can start now" if p.can_start_now else "would wait"
+            why.append(f"preferred {preferred} {state} on {p.partition} ({p.idle_gpus} idle GPUs, "
+                       f"{p.pending_jobs} pending)")
+    return f"chose {best.framework} on partition {best.partition}: " + "; ".join(why)
