@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 
-class RunState(str, enum.Enum):
+class RunState(str, enum.Enum):  # noqa: UP042  (str() stays "RunState.X"; .value is the name)
     """One state model for every backend."""
 
     PENDING = "PENDING"

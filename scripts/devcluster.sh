@@ -4,7 +4,8 @@
 #   scripts/devcluster.sh install   apt-get the Debian packages (munge, slurm-wlm) if missing
 #   scripts/devcluster.sh start     munged + slurmctld + 4 slurmd (n1..n4), wait until they are up
 #   scripts/devcluster.sh stop      stop the daemons by their PID files (state dir is kept)
-#   scripts/devcluster.sh status    exit 0 when the controller answers and every node is up
+#   scripts/devcluster.sh status    exit 0 when the controller answers and every node's slurmd responds
+#                                   (nodes drained/down on purpose are listed, with how to resume them)
 #   scripts/devcluster.sh env       print `export SLURM_CONF=...` (use: eval "$(scripts/devcluster.sh env)")
 #
 # Everything lives under ${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}. Nodes n[1-4] all
@@ -199,10 +200,10 @@ start_munge() {
     chmod 0400 "$MUNGE_DIR/munge.key"
     rm -f "$MUNGE_PID"
     # --force: take over a socket left behind by a munged that died without cleaning up.
-    runuser -u munge -- munged --force \
+    (close_fds; exec runuser -u munge -- munged --force \
         --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
         --pid-file="$MUNGE_PID" --log-file="$MUNGE_DIR/munged.log" \
-        --seed-file="$MUNGE_DIR/munged.seed" </dev/null >/dev/null 2>&1 ||
+        --seed-file="$MUNGE_DIR/munged.seed") </dev/null >/dev/null 2>&1 ||
         die "munged failed to start; see $MUNGE_DIR/munged.log"
     local deadline=$((SECONDS + 10))
     until munge_ok; do
@@ -211,12 +212,24 @@ start_munge() {
     done
 }
 
+# close_fds: close every descriptor above 2 in this (sub)shell, so that a daemon started from it
+# keeps none of the caller's files open (e.g. a lock taken with flock(1) around this script, which
+# a long-lived daemon would otherwise hold for ever).
+close_fds() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+    done
+    return 0
+}
+
 # spawn PIDFILE LOGFILE CMD...: run CMD in the foreground mode of the daemon, detached from our
 # stdin/stdout (so callers capturing our output are not held open), and record its PID.
 spawn() {
     local pidfile=$1 out=$2
     shift 2
-    setsid "$@" </dev/null >>"$out" 2>&1 &
+    (close_fds; exec setsid "$@") </dev/null >>"$out" 2>&1 &
     echo $! >"$pidfile"
 }
 
@@ -247,12 +260,24 @@ node_states() {
     timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u
 }
 
-# All nodes responding and usable: idle/mix/alloc/completing, no '*' (not responding) suffix.
-nodes_up() {
-    local states up
+# Every node's slurmd is registered and responding: no '*' (not responding) suffix, not unknown.
+# A node drained or set down on purpose counts as responding (its daemon is fine); see warn_nodes.
+nodes_responding() {
+    local states n
     states=$(node_states) || return 1
-    up=$(awk '$2 ~ /^(idle|mix|alloc|comp)$/' <<<"$states" | wc -l)
-    [[ $up -eq ${#NODES[@]} ]]
+    n=$(awk '$2 !~ /[*~#%!]$/ && $2 !~ /^(unk|inval|fail|boot|npc)/' <<<"$states" | wc -l)
+    [[ $n -eq ${#NODES[@]} ]]
+}
+
+# Warn (stderr) about nodes that respond but take no work, with the command that brings them back.
+warn_nodes() {
+    local bad
+    bad=$(timeout 10 sinfo -h -N -o '%N %t %E' 2>/dev/null | sort -u | awk '$2 !~ /^(idle|mix|alloc|comp)$/')
+    if [[ -n $bad ]]; then
+        log "nodes taking no work (name state reason):"
+        printf '  %s\n' "$bad" >&2
+        log "bring one back with: scontrol update nodename=NODE state=resume"
+    fi
 }
 
 # Every slurmd started by this run has registered: its SlurmdStartTime is not older than the spawn.
@@ -282,7 +307,7 @@ cmd_start() {
     start_munge
     start_slurm
     local deadline=$((SECONDS + START_TIMEOUT_S))
-    until spawned_registered && nodes_up; do
+    until spawned_registered && nodes_responding; do
         if ! pid_alive "$CTLD_PID" slurmctld; then
             tail -n 20 "$LOG/slurmctld.log" "$LOG/slurmctld.out" >&2 2>/dev/null || true
             die "slurmctld exited during start; see $LOG/slurmctld.log"
@@ -290,11 +315,12 @@ cmd_start() {
         if ((SECONDS >= deadline)); then
             log "nodes not all up after ${START_TIMEOUT_S}s:"
             node_states >&2 || true
-            die "see $LOG/slurmd-n*.log and $LOG/slurmctld.log; a node left down/drained by hand needs: scontrol update nodename=NODE state=resume"
+            die "see $LOG/slurmd-n*.log and $LOG/slurmctld.log"
         fi
         sleep 0.3
     done
     log "cluster up in $((SECONDS - t0))s; nodes: $(node_states | tr '\n' ' ')"
+    warn_nodes
     echo "export SLURM_CONF=$SLURM_CONF_PATH"
     log "use it from your shell with: eval \"\$($0 env)\""
 }
@@ -323,11 +349,12 @@ cmd_status() {
         log "controller does not answer (SLURM_CONF=$SLURM_CONF_PATH); run: scripts/devcluster.sh start"
         return 1
     fi
-    if ! nodes_up; then
-        log "not every node is up:"
+    if ! nodes_responding; then
+        log "not every node is responding:"
         node_states >&2 || true
         return 1
     fi
+    warn_nodes
     node_states
 }
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from schedulers.base import JobStatus, RunState, SchedulerError
 
-DEFAULT_TIMEOUT_S = 15.0
+DEFAULT_TIMEOUT_S = 10.0  # squeue/sinfo give up on a dead controller after ~9 s; scontrol after ~18 s
 START_HINT = "start it with scripts/devcluster.sh start (dev cluster) or ask the cluster's admins"
 
 # --- job states and exit codes -------------------------------------------------------------------
@@ -159,9 +159,7 @@ class SlurmJob:
         )
 
 
-def _final_codes(
-    state: RunState, pair: tuple[int | None, int | None]
-) -> tuple[int | None, int | None]:
+def _final_codes(state: RunState, pair: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
     """Exit codes only mean something once the job ended (a pending job reports ``0:0``)."""
     if state.is_final or state == RunState.PREEMPTED:
         return pair
@@ -436,9 +434,7 @@ def _validate_job_id(job_id: str) -> str:
 
 def _validate_word(kind: str, value: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", value):
-        raise SchedulerError(
-            f"invalid {kind} {value!r}; expected letters, digits, '_', '.', '-', ',' or a [range]"
-        )
+        raise SchedulerError(f"invalid {kind} {value!r}; expected letters, digits, '_', '.', '-', ',' or a [range]")
     return value
 
 
@@ -521,8 +517,7 @@ class SlurmCommands:
             return proc
         if any(u in said for u in _UNREACHABLE):
             raise SchedulerError(
-                f"Slurm controller unreachable at SLURM_CONF={self.conf_text}: `{cmdline}` said: "
-                f"{said}; {START_HINT}"
+                f"Slurm controller unreachable at SLURM_CONF={self.conf_text}: `{cmdline}` said: {said}; {START_HINT}"
             )
         if any(c in said for c in _CONF_ERRORS):
             raise SchedulerError(
@@ -547,6 +542,12 @@ class SlurmCommands:
             ) from exc
         errors = doc.get("errors") or []
         if errors:
+            # With the controller down, squeue/sinfo --json exit 0 with an "Unspecified error" here.
+            if not self.ping(timeout_s=3):
+                raise SchedulerError(
+                    f"Slurm controller unreachable at SLURM_CONF={self.conf_text}: `{shlex.join(args)}` "
+                    f"reported {errors} and `scontrol ping` does not see it UP; {START_HINT}"
+                )
             raise SchedulerError(f"`{shlex.join(args)}` reported errors: {errors}")
         return doc
 

@@ -59,7 +59,7 @@ def _sbatch_path(path: str, suffix: str = "") -> str:
     if _BAD_PATH_CHARS.search(path):
         raise ValueError(
             f"run directory {path!r} contains a character sbatch cannot take in an #SBATCH line "
-            "(one of \" \\ % # or a control character); use a path without them"
+            '(one of " \\ % # or a control character); use a path without them'
         )
     value = path + suffix
     return value if _SAFE_SBATCH.fullmatch(value.replace("%j", "")) else f'"{value}"'
@@ -88,14 +88,12 @@ def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
         return _Launch("one process", f"exec {py} {prog}", distributed=False)
     node_cpus = procs_per_node * r.cpus_per_task
     # One srun task per node, holding all the node's CPUs/GPUs, for launchers that fork workers.
-    per_node = (
-        f'exec srun --nodes={r.nodes} --ntasks={r.nodes} --ntasks-per-node=1 --cpus-per-task={node_cpus}'
-    )
+    per_node = f"exec srun --nodes={r.nodes} --ntasks={r.nodes} --ntasks-per-node=1 --cpus-per-task={node_cpus}"
     if request.framework == "torch":
         line = (
-            f"{per_node} {py} -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" "
+            f'{per_node} {py} -m torch.distributed.run --nnodes="$SLURM_NNODES" '
             f"--nproc_per_node={procs_per_node} --rdzv_backend=c10d "
-            f"--rdzv_endpoint=\"$MASTER_ADDR:$MASTER_PORT\" --rdzv_id=\"$SLURM_JOB_ID\" {prog}"
+            f'--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id="$SLURM_JOB_ID" {prog}'
         )
         return _Launch(f"srun, one torchrun per node x {procs_per_node} processes", line, True)
     if request.framework == "paddle":
@@ -135,8 +133,13 @@ def render_sbatch(
     r = request.resources
     if request.framework not in FRAMEWORKS:
         raise ValueError(f"framework {request.framework!r} is not one of {', '.join(FRAMEWORKS)}")
-    for field_name, minimum in (("nodes", 1), ("cpus_per_task", 1), ("tasks_per_node", 1),
-                                ("gpus_per_node", 0), ("time_limit_min", 1)):
+    for field_name, minimum in (
+        ("nodes", 1),
+        ("cpus_per_task", 1),
+        ("tasks_per_node", 1),
+        ("gpus_per_node", 0),
+        ("time_limit_min", 1),
+    ):
         value = getattr(r, field_name)
         if not isinstance(value, int) or value < minimum:
             raise ValueError(f"resources.{field_name} must be an integer >= {minimum}, got {value!r}")

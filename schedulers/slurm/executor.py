@@ -1,0 +1,148 @@
+"""The Slurm executor: :class:`~schedulers.base.Executor` over the commands transport."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from schedulers.base import JobRequest, JobStatus, RunState, SchedulerError
+from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, START_HINT, SlurmCommands, SlurmJob
+from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
+
+
+class SlurmExecutor:
+    """Submits prepared run directories with sbatch and follows the jobs.
+
+    ``slurm_conf``: path of the cluster's slurm.conf (``None`` → ``$SLURM_CONF``). ``python``: the
+    interpreter of the execution environment on the compute nodes (default ``sys.executable``).
+    Status comes from the controller (``scontrol -o show job``); once a job has aged out of it
+    (``MinJobAge``) from accounting, or the jobcomp file when there is no slurmdbd (``sacct -c``).
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        slurm_conf: str | None = None,
+        *,
+        python: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        requeue: bool = True,
+        signal: str | None = DEFAULT_SIGNAL,
+        commands: SlurmCommands | None = None,
+    ) -> None:
+        self.commands = commands or SlurmCommands(
+            slurm_conf=slurm_conf or os.environ.get("SLURM_CONF") or None, timeout_s=timeout_s
+        )
+        self.python = python or sys.executable
+        self.requeue_on_failure = requeue
+        self.signal = signal
+        self._log_paths: dict[str, Path] = {}
+
+    # -- Executor protocol ------------------------------------------------------------------------
+
+    def submit(self, request: JobRequest) -> str:
+        """Write ``job.sbatch`` into ``request.run_dir`` and submit it; return the job id."""
+        run_dir = Path(request.run_dir).resolve()
+        if not run_dir.is_dir():
+            raise SchedulerError(
+                f"run directory {run_dir} does not exist; generate the program into it before submitting"
+            )
+        script = run_dir / SCRIPT_NAME
+        script.write_text(render_sbatch(request, self.python, requeue=self.requeue_on_failure, signal=self.signal))
+        job_id = self.commands.sbatch(script, cwd=run_dir)
+        self._log_paths[job_id] = run_dir / log_file_name(job_id)
+        return job_id
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.job(job_id).to_status()
+
+    def cancel(self, job_id: str) -> None:
+        """scancel; a job that already ended is left as it is. An unknown id raises."""
+        job = self.commands.show_job(job_id)
+        if job is None:
+            if self.commands.sacct_job(job_id) is not None:
+                return  # finished long ago
+            raise SchedulerError(f"cannot cancel job {job_id}: Slurm does not know it")
+        if job.state.is_final:
+            return
+        self.commands.scancel(job_id)
+
+    def log_path(self, job_id: str) -> Path | None:
+        """``<run dir>/slurm-<id>.out`` for jobs this executor (or an earlier one) submitted."""
+        if job_id in self._log_paths:
+            return self._log_paths[job_id]
+        job = self.commands.show_job(job_id)
+        if job is not None and job.stdout:
+            return Path(job.stdout)
+        if job is None:
+            job = self.commands.sacct_job(job_id)
+        if job is not None and job.workdir:
+            return Path(job.workdir) / log_file_name(job_id)
+        return None
+
+    # -- beyond the protocol ----------------------------------------------------------------------
+
+    def job(self, job_id: str) -> SlurmJob:
+        """Everything known about one job; ``UNKNOWN`` state when no source knows it."""
+        job = self.commands.show_job(job_id) or self.commands.sacct_job(job_id)
+        if job is not None:
+            return job
+        return SlurmJob(
+            job_id=str(job_id),
+            name="",
+            slurm_state="",
+            state=RunState.UNKNOWN,
+            exit_code=None,
+            signal=None,
+            reason="not known to slurmctld nor to accounting/jobcomp (wrong cluster, or purged)",
+            restarts=0,
+            nodes="",
+            partition="",
+        )
+
+    def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """Many jobs with one ``squeue --json`` call (plus sacct for those that aged out)."""
+        wanted = [str(j) for j in job_ids]
+        if not wanted:
+            return {}
+        live = self.commands.squeue_jobs()
+        return {j: (live[j] if j in live else self.job(j)).to_status() for j in wanted}
+
+    def requeue(self, job_id: str, *, start_now: bool = False, timeout_s: float = 30.0) -> None:
+        """Put a running ``--requeue`` job back in the queue.
+
+        Slurm holds a requeued job for ~120 s (``Reason=BeginTime``). ``start_now`` lifts that: it
+        waits (up to ``timeout_s``) until the old run has been cleaned up — the controller shows the
+        job COMPLETING meanwhile, and a start time set then is overwritten — and sets it to now.
+        """
+        self.commands.requeue(job_id)
+        if not start_now:
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.commands.show_job(job_id)
+            if job is not None and job.slurm_state == "PENDING":
+                break
+            if time.monotonic() >= deadline:
+                seen = job.slurm_state if job else "unknown to the controller"
+                raise SchedulerError(
+                    f"job {job_id} was requeued but is {seen} after {timeout_s:g} s, not PENDING; "
+                    f"start it later with: scontrol update jobid={job_id} starttime=now"
+                )
+            time.sleep(0.1)
+        self.commands.update_job(job_id, StartTime="now")
+
+    def reachable(self, timeout_s: float = 5.0) -> bool:
+        return self.commands.ping(timeout_s=timeout_s)
+
+    def check_reachable(self, timeout_s: float = 5.0) -> None:
+        """Raise a :class:`SchedulerError` saying how to fix it when the controller does not answer."""
+        if not self.reachable(timeout_s):
+            raise SchedulerError(
+                f"Slurm controller unreachable at SLURM_CONF={self.commands.conf_text} "
+                f"(`scontrol ping` did not report it UP within {timeout_s:g} s); {START_HINT}"
+            )

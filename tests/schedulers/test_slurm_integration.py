@@ -1,0 +1,317 @@
+"""The Slurm executor, utilisation and the sbatch launch lines against the real dev cluster.
+
+Needs ``scripts/devcluster.sh install`` once; the session fixture starts the cluster if needed.
+Every wait is a poll with a deadline (tests.helpers.wait_until). Jobs are named ``fttest-*`` and
+nodes are changed with reason ``flowtrain-test`` so that a later session can tidy up after an
+interrupted one (tests/slurm_fixture.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.executor import SlurmExecutor
+from schedulers.utilisation import PartitionUtilisation, slurm_utilisation
+from tests.helpers import wait_until
+from tests.slurm_fixture import DEVCLUSTER, TEST_JOB_PREFIX, TEST_REASON, DevCluster
+
+pytestmark = pytest.mark.slurm
+
+SLEEP = "import time\ntime.sleep(300)\n"
+
+
+@pytest.fixture
+def ex(slurm_cluster: DevCluster) -> Iterator[SlurmExecutor]:
+    """An executor that cancels every job it submitted when the test ends."""
+    executor = SlurmExecutor(slurm_conf=slurm_cluster.slurm_conf)
+    submitted: list[str] = []
+    real_submit = executor.submit
+
+    def submit(request: JobRequest) -> str:
+        job_id = real_submit(request)
+        submitted.append(job_id)
+        return job_id
+
+    executor.submit = submit  # type: ignore[method-assign]
+    yield executor
+    for job_id in submitted:
+        executor.cancel(job_id)
+
+
+def make_request(tmp_path: Path, body: str, name: str = "job", framework: str = "torch", **res: object) -> JobRequest:
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "train.py").write_text(body)
+    return JobRequest(
+        run_dir=run_dir,
+        name=f"{TEST_JOB_PREFIX}-{name}",
+        framework=framework,
+        resources=Resources(time_limit_min=10, **res),  # type: ignore[arg-type]
+    )
+
+
+def wait_state(ex: SlurmExecutor, job_id: str, *states: RunState, timeout: float = 30) -> JobStatus:
+    def reached() -> JobStatus | None:
+        status = ex.status(job_id)
+        return status if status.state in states else None
+
+    return wait_until(
+        reached,
+        timeout=timeout,
+        interval=0.2,
+        message=lambda: f"job {job_id} to reach {[s.value for s in states]} (now {ex.status(job_id)})",
+    )
+
+
+def gpu_util() -> PartitionUtilisation:
+    return slurm_utilisation()["gpu"]
+
+
+def test_executor_satisfies_protocol(ex: SlurmExecutor) -> None:
+    assert isinstance(ex, Executor)
+    assert ex.reachable()
+
+
+def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecutor, tmp_path: Path) -> None:
+    pwned = tmp_path / "pwned"
+    body = (
+        "import os, pathlib\n"
+        "pathlib.Path('out.txt').write_text(os.environ['SLURM_JOB_ID'])\n"
+        "print('hello from', os.environ['SLURMD_NODENAME'])\n"
+    )
+    request = make_request(tmp_path, body, name="ok")
+    request = JobRequest(
+        run_dir=request.run_dir,
+        name=f'{TEST_JOB_PREFIX}"; touch {pwned}; #$(touch {pwned})',
+        framework="torch",
+        resources=request.resources,
+    )
+    job_id = ex.submit(request)
+    status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
+    assert (status.state, status.exit_code, status.signal) == (RunState.COMPLETED, 0, None)
+    assert (request.run_dir / "out.txt").read_text() == job_id
+    assert (request.run_dir / "job.sbatch").is_file()
+    log = ex.log_path(job_id)
+    assert log == request.run_dir / f"slurm-{job_id}.out"
+    assert "hello from n" in log.read_text()
+    assert not pwned.exists()
+    # A fresh executor (portal restarted) finds the log through Slurm; the jobcomp record agrees.
+    assert SlurmExecutor().log_path(job_id) == log
+    done = ex.commands.sacct_job(job_id)
+    assert done is not None and (done.state, done.exit_code) == (RunState.COMPLETED, 0)
+    assert done.workdir == str(request.run_dir)
+
+
+def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path) -> None:
+    job_id = ex.submit(make_request(tmp_path, "import sys\nprint('bye')\nsys.exit(3)\n", name="exit3"))
+    status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
+    assert (status.state, status.exit_code, status.signal) == (RunState.FAILED, 3, None)
+    assert status.reason == "NonZeroExitCode"
+    # Same answer through squeue --json (raw wait status 768) and through the jobcomp file.
+    assert ex.statuses([job_id])[job_id].exit_code == 3
+    done = ex.commands.sacct_job(job_id)
+    assert done is not None and (done.state, done.exit_code) == (RunState.FAILED, 3)
+
+
+def test_cancel_gives_cancelled(ex: SlurmExecutor, tmp_path: Path) -> None:
+    job_id = ex.submit(make_request(tmp_path, SLEEP, name="cancel"))
+    wait_state(ex, job_id, RunState.RUNNING)
+    ex.cancel(job_id)
+    status = wait_state(ex, job_id, RunState.CANCELLED)
+    assert status.signal == 15 and status.exit_code is None
+    ex.cancel(job_id)  # already ended: no error
+
+
+def test_unknown_job(ex: SlurmExecutor) -> None:
+    assert ex.status("999999").state is RunState.UNKNOWN
+    with pytest.raises(SchedulerError, match="999999"):
+        ex.cancel("999999")
+
+
+def test_bad_partition_is_a_clear_error(ex: SlurmExecutor, tmp_path: Path) -> None:
+    with pytest.raises(SchedulerError, match=r"sbatch.*(?i:invalid partition)"):
+        ex.submit(make_request(tmp_path, "pass\n", name="badpart", partition="nosuch"))
+
+
+def test_busy_gpus_show_in_utilisation(ex: SlurmExecutor, tmp_path: Path) -> None:
+    before = gpu_util()
+    assert (before.total_gpus, before.idle_gpus, before.pending_jobs) == (16, 16, 0), (
+        f"expected an idle dev cluster, found {before}"
+    )
+    body = "import os, pathlib, time\npathlib.Path('cvd').write_text(os.environ.get('CUDA_VISIBLE_DEVICES', ''))\ntime.sleep(300)\n"
+    jobs = [ex.submit(make_request(tmp_path, body, name=f"gpu{i}", partition="gpu", gpus_per_node=4)) for i in range(2)]
+    for job_id in jobs:
+        wait_state(ex, job_id, RunState.RUNNING)
+    busy = wait_until(lambda: (u := gpu_util()).idle_gpus == 8 and u, timeout=10, message=lambda: str(gpu_util()))
+    assert (busy.alloc_gpus, busy.running_jobs) == (8, 2)
+    assert busy.idle_cpus == before.idle_cpus - 8  # 4 tasks (one per GPU) x 1 CPU, per job
+    assert busy.nodes_that_fit(gpus=4) == 2 and not busy.can_start_now(nodes=3, gpus=1)
+    assert slurm_utilisation()["cpu"].default
+    cvd = wait_until(lambda: (tmp_path / "gpu0" / "cvd").exists() and (tmp_path / "gpu0" / "cvd").read_text(), 10)
+    assert cvd == "0,1,2,3"
+    for job_id in jobs:
+        ex.cancel(job_id)
+    wait_until(lambda: gpu_util().idle_gpus == 16, timeout=30, message="GPUs to be released")
+
+
+def test_drained_node_loses_its_capacity(slurm_cluster: DevCluster) -> None:
+    cmds = slurm_cluster.commands
+    before = gpu_util()
+    cpu_before = slurm_utilisation()["cpu"]
+    try:
+        cmds.update_node("n3", State="drain", Reason=f"{TEST_REASON} drain")
+        after = wait_until(
+            lambda: (u := gpu_util()).idle_gpus == before.idle_gpus - 4 and u,
+            timeout=10,
+            message=lambda: str(gpu_util()),
+        )
+        assert after.idle_cpus == before.idle_cpus - 8
+        assert [n.name for n in after.unavailable_nodes] == ["n3"]
+        assert after.total_gpus == before.total_gpus
+        assert slurm_utilisation()["cpu"].idle_gpus == cpu_before.idle_gpus  # n3 is not in cpu
+    finally:
+        cmds.update_node("n3", State="resume")
+    wait_until(lambda: gpu_util().idle_gpus == before.idle_gpus, timeout=10, message="n3 to come back")
+
+
+RESUME_BODY = (
+    "import os, pathlib, sys, time\n"
+    "n = int(os.environ.get('SLURM_RESTART_COUNT', '0'))\n"
+    "pathlib.Path(f'run{n}').write_text(str(os.getpid()))\n"
+    "if n == 0:\n"
+    "    time.sleep(300)\n"
+    "sys.exit(0)\n"
+)
+
+
+def test_requeue_job_survives_node_down(ex: SlurmExecutor, tmp_path: Path, slurm_cluster: DevCluster) -> None:
+    """A node going down under a --requeue job: PENDING with Restarts=1, then it runs elsewhere.
+
+    The job is started again while its old node is still down, as after a real failure. (Resuming
+    that node first lets the restart land where the first run's kill may still be in flight; all dev
+    nodes share one host and slurmctld then drains the node: "Duplicate jobid".)
+    """
+    cmds = slurm_cluster.commands
+    request = make_request(tmp_path, RESUME_BODY, name="nodedown", partition="gpu")
+    job_id = ex.submit(request)
+    node = wait_state(ex, job_id, RunState.RUNNING).nodes
+    assert re.fullmatch(r"n[1-4]", node)
+    wait_until(lambda: (request.run_dir / "run0").is_file(), timeout=20, message="the first run to start")
+    try:
+        cmds.update_node(node, State="down", Reason=f"{TEST_REASON} node down")
+        requeued = wait_until(
+            lambda: (s := ex.status(job_id)).state is RunState.PENDING and s.restarts >= 1 and s,
+            timeout=30,
+            message=lambda: f"job {job_id} to be requeued (now {ex.status(job_id)})",
+        )
+        assert requeued.exit_code is None
+        wait_until(lambda: ex.job(job_id).slurm_state == "PENDING", timeout=30, message="Slurm to finish requeueing")
+        cmds.update_job(job_id, StartTime="now")
+        status = wait_state(ex, job_id, *(s for s in RunState if s.is_final), timeout=60)
+    finally:
+        cmds.update_node(node, State="resume")
+    log = (request.run_dir / f"slurm-{job_id}.out").read_text()
+    assert (status.state, status.exit_code, status.restarts) == (RunState.COMPLETED, 0, 1), log
+    assert ex.status(job_id).nodes != node
+    assert (request.run_dir / "run1").is_file()
+
+
+def test_scontrol_requeue_restarts_the_job(ex: SlurmExecutor, tmp_path: Path) -> None:
+    request = make_request(tmp_path, RESUME_BODY, name="requeue")
+    job_id = ex.submit(request)
+    wait_state(ex, job_id, RunState.RUNNING)
+    wait_until(lambda: (request.run_dir / "run0").is_file(), timeout=20, message="the first run to start")
+    ex.requeue(job_id, start_now=True)
+    status = wait_state(ex, job_id, *(s for s in RunState if s.is_final), timeout=60)
+    log = (request.run_dir / f"slurm-{job_id}.out").read_text()
+    assert (status.state, status.exit_code, status.restarts) == (RunState.COMPLETED, 0, 1), log
+    assert (request.run_dir / "run1").is_file()
+
+
+FAKE_PYTHON = """#!/bin/bash
+# Stands in for the environment's python: records how the launch line called it, then exits 0.
+printf '%s|%s|%s|%s|%s\\n' "${SLURM_PROCID:-}" "${SLURMD_NODENAME:-}" "${MASTER_ADDR:-}:${MASTER_PORT:-}" \
+    "${CUDA_VISIBLE_DEVICES:-}" "$*" >> "$FLOWTRAIN_RUN_DIR/launch.log"
+"""
+
+
+def test_distributed_launch_lines_run_on_real_slurm(ex: SlurmExecutor, tmp_path: Path) -> None:
+    """Each framework's multi-node launch line, run by real srun with a stand-in interpreter."""
+    fake = tmp_path / "fakepython"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    launcher = SlurmExecutor(python=str(fake))
+    requests = {
+        fw: make_request(tmp_path, "", name=f"launch-{fw}", framework=fw, partition="gpu", nodes=2, gpus_per_node=2)
+        for fw in ("torch", "paddle", "keras")
+    }
+    jobs = {fw: launcher.submit(r) for fw, r in requests.items()}
+    try:
+        for fw, job_id in jobs.items():
+            status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
+            log = (requests[fw].run_dir / f"slurm-{job_id}.out").read_text()
+            assert status.state is RunState.COMPLETED, f"{fw}: {status}\n{log}"
+        calls = {fw: sorted((requests[fw].run_dir / "launch.log").read_text().splitlines()) for fw in requests}
+    finally:
+        for job_id in jobs.values():
+            launcher.cancel(job_id)
+    torch = [c.split("|") for c in calls["torch"]]
+    assert [c[0] for c in torch] == ["0", "1"]  # one torchrun per node
+    assert len({c[1] for c in torch}) == 2 and all(c[3] == "0,1" for c in torch)
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", c[2]) for c in torch)
+    assert all(
+        c[4].startswith(
+            f"-m torch.distributed.run --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint={c[2]} "
+        )
+        and c[4].endswith(" train.py")
+        for c in torch
+    )
+    paddle = [c.split("|") for c in calls["paddle"]]
+    assert [c[4].split("--rank ")[1].split()[0] for c in paddle] == ["0", "1"]
+    assert all(
+        "-m paddle.distributed.launch --master 127.0.0.1:" in c[4] and "--nproc_per_node 2 train.py" in c[4]
+        for c in paddle
+    )
+    keras = [c.split("|") for c in calls["keras"]]
+    assert [c[0] for c in keras] == ["0", "1", "2", "3"] and all(c[4] == "train.py" for c in keras)
+
+
+def test_unreachable_controller_is_a_clear_fast_error(slurm_cluster: DevCluster, tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"
+    text = Path(slurm_cluster.slurm_conf).read_text()
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", "SlurmctldPort=16999", text))
+    cmds = SlurmCommands(slurm_conf=str(conf), timeout_s=3)
+    t0 = time.monotonic()
+    with pytest.raises(SchedulerError) as err:
+        cmds.squeue_json()
+    assert time.monotonic() - t0 < 10
+    assert f"SLURM_CONF={conf}" in str(err.value) and "scripts/devcluster.sh start" in str(err.value)
+    dead = SlurmExecutor(slurm_conf=str(conf))
+    assert not dead.reachable(timeout_s=2)
+    with pytest.raises(SchedulerError, match="unreachable"):
+        dead.check_reachable(timeout_s=2)
+
+
+def test_devcluster_script_is_idempotent(slurm_cluster: DevCluster) -> None:
+    t0 = time.monotonic()
+    start = subprocess.run(["bash", str(DEVCLUSTER), "start"], capture_output=True, text=True, timeout=90, check=False)
+    assert start.returncode == 0, start.stderr
+    assert time.monotonic() - t0 < 15
+    assert f"export SLURM_CONF={slurm_cluster.slurm_conf}" in start.stdout
+    status = subprocess.run(
+        ["bash", str(DEVCLUSTER), "status"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert status.returncode == 0, status.stderr
+    states = dict(line.split() for line in status.stdout.splitlines())
+    assert set(states) == {"n1", "n2", "n3", "n4"} and set(states.values()) <= {"idle", "mix", "alloc"}
+    assert shutil.which("sinfo") and sys.executable

@@ -1,0 +1,152 @@
+"""Session fixture for tests that need the project's real dev Slurm cluster (marker ``slurm``).
+
+It starts the cluster with ``scripts/devcluster.sh start`` when it is not running, points
+``SLURM_CONF`` at it for the whole session, resumes nodes a previous interrupted test run left
+down/drained (reason in ``RESUMABLE_REASONS``) and cancels that run's leftover jobs (name
+starting with ``TEST_JOB_PREFIX``). Tests drain and down nodes and fill partitions, so one pytest
+session at a time holds the cluster: the fixture takes an exclusive lock (``tests.lock`` in the
+cluster's state directory) and others wait for it, up to ``LOCK_TIMEOUT_S``. Locally, without Slurm installed, the tests are skipped with
+the command that fixes it; with ``CI=true`` they fail instead, never skip.
+
+Use it from any conftest.py: ``from tests.slurm_fixture import slurm_cluster  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from schedulers.slurm.commands import SlurmCommands
+
+REPO = Path(__file__).resolve().parents[1]
+DEVCLUSTER = REPO / "scripts" / "devcluster.sh"
+FIX = "scripts/devcluster.sh install && scripts/devcluster.sh start"
+TEST_REASON = "flowtrain-test"
+TEST_JOB_PREFIX = "fttest"
+# Reasons for which the fixture resumes a node: set by tests, or by slurmctld when two runs of one
+# requeued job overlapped on a node (all dev nodes share one host, so a late kill can race a restart).
+RESUMABLE_REASONS = (TEST_REASON, "Duplicate jobid", "Kill task failed")
+LOCK_TIMEOUT_S = 1200.0
+
+
+@dataclass(frozen=True)
+class DevCluster:
+    slurm_conf: str
+    commands: SlurmCommands
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def _unavailable(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: Slurm tests must run, not skip)")
+    pytest.skip(reason)
+
+
+def _devcluster(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _tidy(cmds: SlurmCommands) -> None:
+    """Undo what an interrupted earlier test run may have left: test jobs, drained test nodes."""
+    for job in cmds.squeue_jobs().values():
+        if job.name.startswith(TEST_JOB_PREFIX) and not job.state.is_final:
+            cmds.scancel(job.job_id)
+    for node in cmds.nodes():
+        if not node.available and node.reason.startswith(RESUMABLE_REASONS):
+            cmds.update_node(node.name, State="resume")
+
+
+def _lock(path: Path) -> int:
+    """Exclusive lock on ``path`` (held until the fd is closed), polling with a deadline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = path.read_text().strip()
+                os.close(fd)
+                pytest.fail(
+                    f"another test session ({holder}) has held the dev Slurm cluster for over "
+                    f"{LOCK_TIMEOUT_S:g} s ({path}); wait for it to finish or stop it"
+                )
+            time.sleep(1)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()}\n".encode())
+    return fd
+
+
+# One setup per process: a module may import the fixture beside a conftest that does too, and
+# pytest then builds two session fixtures; the second must share the first's lock (flock on a
+# second descriptor in the same process would wait for itself forever).
+@dataclass
+class _Process:
+    cluster: DevCluster | None = None
+    lock_fd: int | None = None
+    users: int = 0
+
+
+_PROCESS = _Process()
+
+
+def _setup() -> DevCluster:
+    missing = [b for b in ("slurmctld", "slurmd", "sbatch", "munged") if shutil.which(b) is None]
+    if missing:
+        _unavailable(f"Slurm is not installed ({', '.join(missing)} missing); run: {FIX}")
+    if os.geteuid() != 0:
+        _unavailable(f"the dev Slurm cluster needs root (slurmd), uid is {os.geteuid()}; run as root: {FIX}")
+    env_out = _devcluster("env", timeout=10).stdout
+    m = re.search(r"export SLURM_CONF=(\S+)", env_out)
+    assert m, f"scripts/devcluster.sh env printed {env_out!r}; expected 'export SLURM_CONF=PATH'"
+    conf = m.group(1)
+    if _PROCESS.lock_fd is None:
+        _PROCESS.lock_fd = _lock(Path(conf).parent.parent / "tests.lock")
+    cmds = SlurmCommands(slurm_conf=conf, timeout_s=15)
+    if _devcluster("status", timeout=60).returncode != 0:
+        if cmds.ping(timeout_s=5):
+            _tidy(cmds)
+        if _devcluster("status", timeout=60).returncode != 0:
+            start = _devcluster("start", timeout=180)
+            if start.returncode != 0:
+                pytest.fail(
+                    f"scripts/devcluster.sh start failed (exit {start.returncode}):\n{start.stderr}\n"
+                    f"see the logs under {Path(conf).parent.parent / 'log'}"
+                )
+    _tidy(cmds)
+    return DevCluster(slurm_conf=conf, commands=cmds)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[DevCluster]:
+    if _PROCESS.cluster is None:
+        _PROCESS.cluster = _setup()
+    cluster = _PROCESS.cluster
+    _PROCESS.users += 1
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SLURM_CONF", cluster.slurm_conf)
+    try:
+        yield cluster
+    finally:
+        mp.undo()
+        _PROCESS.users -= 1
+        if _PROCESS.users == 0 and _PROCESS.lock_fd is not None:
+            os.close(_PROCESS.lock_fd)
+            _PROCESS.lock_fd = None
+            _PROCESS.cluster = None
