@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "core.cli",
     "core.codegen_cli",
     "schedulers.cli",
+    "core.equivalence_cli",
 )
 
 

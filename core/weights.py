@@ -168,7 +168,7 @@ def random_canonical(analysis: Analysis, seed: int = 0) -> dict[str, np.ndarray]
     arrays: dict[str, np.ndarray] = {}
     for node in analysis.nodes.values():
         shapes = node_shapes(analysis, node)
-        for name, shape in shapes.items():
+        for name in shapes:
             arrays[f"{node.id}/{name}"] = _draw(rng, node, name, shapes).astype(np.float32)
     return arrays
 

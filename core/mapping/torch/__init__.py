@@ -101,15 +101,15 @@ def tensor_names(analysis: Analysis) -> dict[str, str]:
     return names
 
 
-def _layout(shape: tuple[int, ...], dtype: str, analysis: Analysis, node_id: str) -> str:
+def _layout(dims: tuple[int, ...], dtype: str, analysis: Analysis, node_id: str) -> str:
     if dtype == "int64":
         return "NT"
-    if len(shape) == 3:
+    if len(dims) == 3:
         return "NCHW"
-    if len(shape) == 2:
+    if len(dims) == 2:
         feeds_conv = any(n.op == "Conv1d" and node_id in n.inputs for n in analysis.nodes.values())
         return "NCL" if feeds_conv else "NTF"
-    return "NF" if len(shape) == 1 else "N" + "D" * len(shape)
+    return "NF" if len(dims) == 1 else "N" + "D" * len(dims)
 
 
 def map_model(analysis: Analysis) -> MappedModel:

@@ -17,14 +17,17 @@ def same_padding(size: int, k: int, s: int, d: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
+def _as_tuple(value: int | tuple[int, ...]) -> tuple[int, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
 def _padding(ctx: ConvertContext, dims: int) -> tuple[Any, tuple[int, ...] | None]:
     """(the ctor's ``padding`` value, the F.pad widths or None)."""
     p = ctx.params
     pad = p["padding"]
     if pad == "valid":
         return 0, None
-    as_tuple = (lambda v: v if isinstance(v, tuple) else (v,))
-    stride, kernel, dilation = as_tuple(p["stride"]), as_tuple(p["kernel_size"]), as_tuple(p["dilation"])
+    stride, kernel, dilation = _as_tuple(p["stride"]), _as_tuple(p["kernel_size"]), _as_tuple(p["dilation"])
     if pad == "same":
         if all(s == 1 for s in stride):
             return "same", None
