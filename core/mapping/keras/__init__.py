@@ -1,0 +1,219 @@
+"""The Keras (TensorFlow backend) mapper: validated graph → :class:`MappedModel` → render context.
+
+Importing this package registers one converter per op (one module per op family, named
+like :mod:`core.ops`). :func:`map_model` decides the generated names — layer attributes
+from the node ids (sanitised, never colliding with ``keras.Model``'s own attributes) and
+tensor names that follow chains (``x = self.conv1(x)``) — and asks each converter for its
+layer. The converters own the NCHW ↔ NHWC translation (see :mod:`core.mapping.keras._common`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from typing import Any
+
+from core.errors import Problem, SpecError
+from core.mapping.base import ConvertContext, MappedLayer, MappedModel, Unsupported, converters, ident
+from core.mapping.keras import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    conv,
+    dense,
+    dropout,
+    embedding,
+    io,
+    merge,
+    norm,
+    pool,
+    recurrent,
+    shape,
+)
+from core.mapping.keras._common import CL, keras_shape, layout_of
+from core.spec import PipelineSpec
+from core.validate import Analysis
+
+CLASS_NAME = "FlowTrainModel"
+FRAMEWORK_REQUIREMENT = "tensorflow>=2.16 (Keras 3)"
+
+# Public attributes of keras.Model (Keras 3.15, TensorFlow backend): no layer may take one of these names.
+MODEL_ATTRIBUTES = frozenset("""
+activity_regularizer add_loss add_metric add_variable add_weight autocast build build_from_config built call
+call_signature_parameters compile compile_from_config compiled compiled_loss compiled_metrics compute_dtype
+compute_loss compute_mask compute_metrics compute_output_shape compute_output_spec count_params
+distribute_reduction_method distribute_strategy dtype dtype_policy evaluate export fit from_config
+get_build_config get_compile_config get_config get_layer get_metrics_result get_quantization_layer_structure
+get_state_tree get_weights input input_dtype input_spec jit_compile layers load_own_variables load_weights
+loss losses make_predict_function make_test_function make_train_function metrics metrics_names
+metrics_variables name non_trainable_variables non_trainable_weights output path predict predict_function
+predict_on_batch predict_step quantization_mode quantize quantized_build quantized_call rematerialized_call
+reset_metrics run_eagerly save save_own_variables save_weights set_state_tree set_weights stateless_call
+stateless_compute_loss steps_per_execution summary supports_jit supports_masking symbolic_call test_function
+test_on_batch test_step to_json train_function train_on_batch train_step trainable trainable_variables
+trainable_weights unrolled_steps_per_execution variable_dtype variables weights
+submodules name_scope with_name_scope optimizer inputs outputs updates training
+""".split())
+
+# Names the generated model.py defines or imports: no layer or tensor may shadow them.
+MODULE_NAMES = frozenset({
+    "keras", "layers", "ops", "np", "math", "annotations", CLASS_NAME, "build_model", "load_canonical_weights",
+    "canonical_weights", "forward_numpy", "to_keras_layout", "from_keras_layout", "INPUT_SHAPE", "INPUT_DTYPE",
+    "KERAS_INPUT_SHAPE", "OUTPUT_SHAPE", "torch_uniform", "transpose", "oihw_to_hwio", "hwio_to_oihw", "oil_to_lio",
+    "depthwise_kernel_from_torch2d", "depthwise_kernel_to_torch2d", "depthwise_kernel_from_torch1d",
+    "depthwise_kernel_to_torch1d", "dense_kernel_from_channels_first", "dense_kernel_to_channels_first",
+    "channels_first_flat", "gru_gates", "rescale_border", "adaptive_avg_pool2d", "adaptive_pool_matrix",
+    "BatchNorm", "PositionalEmbedding", "SelfAttention", "TransformerEncoderBlock",
+})
+TENSOR_RESERVED = MODULE_NAMES | {"self", "x", "training", "a", "v", "out", "model", "arrays"} | set(dir(builtins))
+
+
+def _sanitise(node_id: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]", "_", node_id)
+    if not name or name[0].isdigit() or name[0] == "_":
+        name = f"node_{name.lstrip('_')}" if name.lstrip("_") else "node"
+    return name
+
+
+def _unique(name: str, taken: set[str], reserved: frozenset[str] | set[str]) -> str:
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in reserved:
+        name = f"{name}_"
+    candidate, n = name, 2
+    while candidate in taken or candidate in reserved:
+        candidate = f"{name}_{n}"
+        n += 1
+    taken.add(candidate)
+    return ident(candidate)
+
+
+def layer_names(analysis: Analysis) -> dict[str, str]:
+    """node id → attribute name of its layer (``self.<name>``)."""
+    taken: set[str] = set()
+    reserved = MODEL_ATTRIBUTES | MODULE_NAMES
+    return {nid: _unique(_sanitise(nid), taken, reserved) for nid in analysis.nodes}
+
+
+def tensor_names(analysis: Analysis, layer_vars: dict[str, str]) -> dict[str, str]:
+    """node id → name of the tensor it yields in ``call``.
+
+    The Input's tensor is ``x``. A node whose only input feeds nothing else reuses that
+    input's name (``x = self.conv1(x)``): the overwritten value has no other reader. Any
+    other node starts a new name, taken from its layer's name.
+    """
+    readers: dict[str, int] = {nid: 0 for nid in analysis.nodes}
+    for node in analysis.nodes.values():
+        for src in node.inputs:
+            readers[src] += 1
+    taken: set[str] = {"x"}
+    names: dict[str, str] = {}
+    for node in analysis.nodes.values():
+        if node.id == analysis.input_id:
+            names[node.id] = "x"
+        elif len(node.inputs) == 1 and readers[node.inputs[0]] == 1:
+            names[node.id] = names[node.inputs[0]]
+        else:
+            names[node.id] = _unique(layer_vars[node.id], taken, TENSOR_RESERVED)
+    return names
+
+
+def map_model(analysis: Analysis) -> MappedModel:
+    """One MappedLayer per node in graph order; raises :class:`Unsupported` for a node Keras cannot express."""
+    reg = converters("keras")
+    attrs = layer_names(analysis)
+    outs = tensor_names(analysis, attrs)
+    mapped: dict[str, MappedLayer] = {}
+    for node in analysis.nodes.values():
+        ctx = ConvertContext(analysis, node, [mapped[s] for s in node.inputs], attrs[node.id], outs[node.id])
+        check = reg.limits.get(node.op)
+        reason = check(ctx) if check is not None else None
+        if reason:
+            raise Unsupported(f"keras cannot express node {node.id} ({node.op}): {reason}")
+        mapped[node.id] = reg.get(node.op, node.id)(ctx)
+    if analysis.input_id is None or analysis.output_id is None:
+        raise Unsupported("the graph needs one Input and one Output node")
+    first, last = mapped[analysis.input_id], mapped[analysis.output_id]
+    helpers = sorted({h for layer in mapped.values() for h in layer.extra["helpers"]})
+    in_shape = analysis.nodes[analysis.input_id].output.shape
+    return MappedModel(
+        framework="keras", class_name=CLASS_NAME, layers=tuple(mapped.values()), input_name="x",
+        output_name=last.forward, input_layout=_layout_name(in_shape, layout_of(first)),
+        output_layout=_layout_name(analysis.nodes[analysis.output_id].output.shape, "canon"),
+        imports=("keras", "numpy"),
+        extra={"helpers": helpers, "input_channels_last": layout_of(first) == CL,
+               "keras_input_shape": keras_shape(in_shape, layout_of(first))},
+    )
+
+
+def _layout_name(dims: tuple[int, ...], layout: str) -> str:
+    cl = layout == CL
+    return {3: "NHWC" if cl else "NCHW", 2: "NLC" if cl else "NCL", 1: "NF"}.get(len(dims), "N" + "D" * len(dims))
+
+
+def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
+    """Everything ``templates/keras/*.j2`` (and the shared data.py template) need."""
+    from core.mapping.data import data_context  # the shared data layer (not needed to map a model)
+
+    model = map_model(analysis)
+    _check_augmentation(spec, analysis)
+    context: dict[str, Any] = data_context(spec, analysis)
+    context.update({
+        "model": model,
+        "helpers": set(model.extra["helpers"]),
+        "input_shape": tuple(analysis.nodes[analysis.input_id].output.shape),  # type: ignore[index]
+        "input_dtype": str(analysis.nodes[analysis.input_id].output.dtype),  # type: ignore[index]
+        "output_shape": tuple(analysis.nodes[analysis.output_id].output.shape),  # type: ignore[index]
+        "output_numel": int(analysis.nodes[analysis.output_id].output.numel),  # type: ignore[index]
+        "keras_input_shape": tuple(model.extra["keras_input_shape"]),
+        "input_channels_last": bool(model.extra["input_channels_last"]),
+        "training": training_context(spec),
+        "framework_requirement": FRAMEWORK_REQUIREMENT,
+        "keras_imports": keras_imports,
+    })
+    return context
+
+
+def keras_imports(code: str) -> list[str]:
+    """Which of ``keras.layers``/``keras.ops`` rendered code uses as ``layers.X``/``ops.X`` (for its import line)."""
+    return [name for name in ("layers", "ops") if re.search(rf"(?<![\w.]){name}\.[A-Za-z_]", code)]
+
+
+IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "rotation", "color_jitter")
+
+
+def _check_augmentation(spec: PipelineSpec, analysis: Analysis) -> None:
+    """Image augmentations need image samples, noise needs float samples (refused before generating)."""
+    tensor = analysis.nodes[analysis.input_id].output  # type: ignore[index]
+    problems = []
+    for i, aug in enumerate(spec.data.augmentation):
+        if aug.op in IMAGE_AUGMENTATIONS and len(tensor.shape) != 3:
+            problems.append(Problem(f"data.augmentation[{i}]", f"{aug.op} needs images (C, H, W)",
+                                    received=f"samples of shape {tensor}", fix=f"remove the {aug.op} step"))
+        elif aug.op == "gaussian_noise" and tensor.dtype != "float32":
+            problems.append(Problem(f"data.augmentation[{i}]", "gaussian_noise needs float inputs",
+                                    received=f"{tensor.dtype} token ids", fix="remove the gaussian_noise step"))
+    if problems:
+        raise SpecError(problems)
+
+
+def training_context(spec: PipelineSpec) -> dict[str, Any]:
+    """The training layer as typed values (rendered only through the ``py`` filter)."""
+    t = spec.training
+    return {
+        "epochs": int(t.epochs),
+        "samples_per_epoch": None if t.samples_per_epoch is None else int(t.samples_per_epoch),
+        "loss": str(t.loss),
+        "label_smoothing": float(t.label_smoothing),
+        "optimizer": {k: (tuple(v) if isinstance(v, (list, tuple)) else v)
+                      for k, v in t.optimizer.model_dump().items()},
+        "schedule": t.schedule.model_dump(),
+        "precision": str(t.precision),
+        "seed": int(t.seed),
+        "gradient_clip_norm": None if t.gradient_clip_norm is None else float(t.gradient_clip_norm),
+        "early_stopping": t.early_stopping.model_dump(),
+        "checkpoint": t.checkpoint.model_dump(),
+        "log_every_steps": int(t.log_every_steps),
+        "xla": str(t.performance.xla),
+        "device_data": str(t.performance.device_data),
+        "gpus_per_node": int(t.resources.gpus_per_node),
+        "cpus_per_task": int(t.resources.cpus_per_task),
+    }

@@ -1,0 +1,154 @@
+"""The PaddlePaddle mapper: validated graph → :class:`MappedModel` → render context.
+
+Importing this package registers one converter per op (one module per op family, named
+like :mod:`core.ops`). :func:`map_model` decides the generated names — layer attributes
+from the node ids (sanitised, never colliding with ``paddle.nn.Layer``'s own attributes)
+and tensor names that follow chains (a straight chain keeps reusing one name, as
+hand-written code does: ``x = self.conv1(x)``) — and asks each converter for its layer.
+Paddle runs channels-first like torch, so the layouts are the canonical ones.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from typing import Any
+
+from core.mapping.base import ConvertContext, MappedLayer, MappedModel, converters, ident
+from core.mapping.paddle import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    conv,
+    dense,
+    dropout,
+    embedding,
+    io,
+    merge,
+    norm,
+    pool,
+    recurrent,
+    shape,
+)
+from core.spec import PipelineSpec
+from core.validate import Analysis
+
+CLASS_NAME = "FlowTrainModel"
+
+# Public attributes every paddle.nn.Layer already has (paddle 3.3; tests/mapping checks the
+# list against the installed paddle): a layer must not take one of these names.
+LAYER_ATTRIBUTES = frozenset("""
+add_module add_parameter add_sublayer apply astype backward bfloat16 buffers children clear_gradients cpu
+create_parameter create_tensor create_variable cuda double eval extra_repr float float16 forward full
+full_name get_buffer get_extra_state get_parameter get_sublayer get_submodule half load_dict load_state_dict
+modules named_buffers named_children named_modules named_parameters named_sublayers parameters
+register_buffer register_forward_hook register_forward_post_hook register_forward_pre_hook register_module
+register_parameter register_state_dict_hook requires_grad_ set_dict set_state_dict set_sublayer set_submodule
+sharded_state_dict state_dict sublayers to to_static_state_dict train training type xpu zero_grad
+""".split())
+
+# Names the generated model.py defines or imports: no layer or tensor may shadow them.
+MODULE_NAMES = frozenset({
+    "paddle", "nn", "F", "np", "math", "PositionalEmbedding", "UnbiasedBatchNorm1D", "UnbiasedBatchNorm2D",
+    "last_state", "reset_parameters", "build_model", "load_canonical_weights", "canonical_weights",
+    "forward_numpy", "to_paddle", "from_paddle", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME,
+})
+TENSOR_RESERVED = MODULE_NAMES | {"self", "x"} | set(dir(builtins))
+
+
+def _sanitise(node_id: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]", "_", node_id)
+    if not name or name[0].isdigit() or name[0] == "_":
+        name = f"node_{name.lstrip('_')}" if name.lstrip("_") else "node"
+    return name
+
+
+def _unique(name: str, taken: set[str], reserved: frozenset[str] | set[str]) -> str:
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in reserved:
+        name = f"{name}_"
+    candidate, n = name, 2
+    while candidate in taken or candidate in reserved:
+        candidate = f"{name}_{n}"
+        n += 1
+    taken.add(candidate)
+    return ident(candidate)
+
+
+def layer_names(analysis: Analysis) -> dict[str, str]:
+    """node id → attribute name of its layer (``self.<name>``)."""
+    taken: set[str] = set()
+    reserved = LAYER_ATTRIBUTES | MODULE_NAMES
+    return {nid: _unique(_sanitise(nid), taken, reserved) for nid in analysis.nodes}
+
+
+def tensor_names(analysis: Analysis) -> dict[str, str]:
+    """node id → name of the tensor it produces in ``forward``.
+
+    A node with one input whose producer feeds nothing else continues that producer's name
+    (the old value is dead), so chains read ``x = …(x)``; any other node starts a new name
+    taken from its id. The Input node's tensor is ``x``.
+    """
+    consumers: dict[str, int] = {nid: 0 for nid in analysis.nodes}
+    for node in analysis.nodes.values():
+        for src in node.inputs:
+            consumers[src] += 1
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for node in analysis.nodes.values():
+        if node.op == "Input":
+            names[node.id] = "x"
+        elif len(node.inputs) == 1 and consumers[node.inputs[0]] == 1:
+            names[node.id] = names[node.inputs[0]]
+        else:
+            names[node.id] = _unique(_sanitise(node.id), taken, TENSOR_RESERVED)
+    return names
+
+
+def _layout(dims: tuple[int, ...], dtype: str, analysis: Analysis, node_id: str) -> str:
+    if dtype == "int64":
+        return "NT"
+    if len(dims) == 3:
+        return "NCHW"
+    if len(dims) == 2:
+        feeds_conv = any(n.op == "Conv1d" and node_id in n.inputs for n in analysis.nodes.values())
+        return "NCL" if feeds_conv else "NTF"
+    return "NF" if len(dims) == 1 else "N" + "D" * len(dims)
+
+
+def map_model(analysis: Analysis) -> MappedModel:
+    """One MappedLayer per node, in graph (topological) order."""
+    reg = converters("paddle")
+    if analysis.input_id is None or analysis.output_id is None:
+        raise ValueError("the graph has no Input or Output node; validate the spec before mapping it")
+    layers_by_id: dict[str, MappedLayer] = {}
+    var_of, out_of = layer_names(analysis), tensor_names(analysis)
+    for node in analysis.nodes.values():
+        ctx = ConvertContext(analysis, node, [layers_by_id[s] for s in node.inputs], var_of[node.id],
+                             out_of[node.id])
+        layers_by_id[node.id] = reg.get(node.op, node.id)(ctx)
+    inp, outp = analysis.nodes[analysis.input_id], analysis.nodes[analysis.output_id]
+    helpers = sorted({h for layer in layers_by_id.values() for h in layer.extra.get("helpers", ())})
+    return MappedModel(
+        framework="paddle",
+        class_name=CLASS_NAME,
+        layers=tuple(layers_by_id.values()),
+        input_name="x",
+        output_name=layers_by_id[outp.id].forward,
+        input_layout=_layout(inp.output.shape, inp.output.dtype, analysis, inp.id),
+        output_layout=_layout(outp.output.shape, outp.output.dtype, analysis, outp.id),
+        imports=("numpy", "paddle"),
+        extra={"helpers": helpers},
+    )
+
+
+def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
+    """Everything templates/paddle/*.j2 (and templates/common/data.py.j2) refer to."""
+    from core.mapping.data import data_context
+    from core.mapping.paddle._context import training_context
+
+    context = training_context(spec, analysis, map_model(analysis))
+    context.update(data_context(spec, analysis))
+    return context
+
+
+__all__ = ["CLASS_NAME", "ConvertContext", "map_model", "render_context"]

@@ -1,0 +1,31 @@
+"""Element-wise activations (functional: they hold no state) and softmax."""
+
+from __future__ import annotations
+
+from core.mapping.base import ConvertContext, MappedLayer, call
+from core.mapping.paddle._common import layer, paddle_axis, register
+
+_PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh"}
+
+
+@register(*_PLAIN)
+def plain(ctx: ConvertContext) -> MappedLayer:
+    return layer(ctx, call(_PLAIN[ctx.node.op], ctx.in_names[0]))
+
+
+@register("LeakyReLU")
+def leaky_relu(ctx: ConvertContext) -> MappedLayer:
+    return layer(ctx, call("F.leaky_relu", ctx.in_names[0], negative_slope=ctx.params["negative_slope"]))
+
+
+@register("GELU")
+def gelu(ctx: ConvertContext) -> MappedLayer:
+    # paddle's F.gelu is exact (erf) by default; approximate=True is the tanh form
+    if ctx.params["approximate"] == "none":
+        return layer(ctx, call("F.gelu", ctx.in_names[0]))
+    return layer(ctx, call("F.gelu", ctx.in_names[0], approximate=True))
+
+
+@register("Softmax")
+def softmax(ctx: ConvertContext) -> MappedLayer:
+    return layer(ctx, call("F.softmax", ctx.in_names[0], axis=paddle_axis(ctx.params["axis"])))

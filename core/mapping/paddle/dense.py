@@ -1,0 +1,14 @@
+"""Fully-connected layers. Paddle stores a Linear weight as (in, out): the transpose of torch's."""
+
+from __future__ import annotations
+
+from core.mapping.base import ConvertContext, MappedLayer, call, literal
+from core.mapping.paddle._common import layer, linear_bindings, module, register
+
+
+@register("Linear")
+def linear(ctx: ConvertContext) -> MappedLayer:
+    p = ctx.params
+    args = [literal(ctx.in_shapes[0][-1]), literal(p["out_features"])]
+    ctor = call("nn.Linear", *args, **({} if p["bias"] else {"bias_attr": False}))
+    return layer(ctx, call(module(ctx), ctx.in_names[0]), ctor, weights=tuple(linear_bindings(ctx)))

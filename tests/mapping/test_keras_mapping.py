@@ -1,0 +1,263 @@
+"""The Keras mapper and model template: every op maps, the code is clean, and it computes torch's function.
+
+Golden files (tests/golden/keras/<template>/) pin the generated programs of two zoo templates.
+After an intended change to the templates or the mapper, re-record them with
+
+    FLOWTRAIN_RECORD_GOLDEN=1 pytest tests/mapping -k golden
+
+and review the diff like any other code change.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import zoo
+from core.codegen import generate
+from core.mapping.base import converters, support_table, unsupported_problems
+from core.mapping.keras import map_model, render_context
+from core.ops import REGISTRY
+from core.spec import PipelineSpec
+from core.validate import validate
+from core.weights import canonical_shapes, random_canonical
+from core.zoo.builder import GraphBuilder
+from tests.mapping.keras_cases import CASES, sample_input
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+GOLDEN = ROOT / "tests" / "golden" / "keras"
+HERE = Path(__file__).resolve().parent
+
+
+def model_source(spec: PipelineSpec) -> str:
+    from core.codegen import environment
+
+    analysis = validate(spec)
+    return environment("keras").get_template("model.py.j2").render(**render_context(spec, analysis))
+
+
+def ruff(paths: list[Path]) -> subprocess.CompletedProcess[str]:
+    """``ruff check`` with its default rules, run in the files' folder as a user would (a temporary
+    folder: no project configuration applies, and data.py/model.py there are first-party)."""
+    return subprocess.run([PYTHON, "-m", "ruff", "check", "--no-cache", *(p.name for p in paths)],
+                          capture_output=True, text=True, cwd=paths[0].parent)
+
+
+# ------------------------------------------------------------------------------------------ mapping (no frameworks)
+
+
+def test_every_op_has_a_keras_converter() -> None:
+    table = support_table()
+    missing = [op for op in REGISTRY.names() if not table[op]["keras"]]
+    assert missing == [], f"ops without a keras converter: {missing}"
+
+
+def test_cases_cover_every_op() -> None:
+    used = {n.op for build in CASES.values() for n in build().model.nodes}
+    assert used == set(REGISTRY.names())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_case_maps_and_binds_every_canonical_weight(name: str) -> None:
+    analysis = validate(CASES[name]())
+    assert unsupported_problems(analysis, "keras") == []
+    mapped = map_model(analysis)
+    bound = sorted(b.canonical for layer in mapped.layers for b in layer.weights)
+    assert bound == sorted(canonical_shapes(analysis))
+    assert [layer.node_id for layer in mapped.layers] == list(analysis.nodes)
+
+
+def test_generated_models_compile_and_pass_ruff(tmp_path: Path) -> None:
+    paths = []
+    specs = {f"case_{k}": build() for k, build in CASES.items()}
+    specs.update({f"zoo_{e.name}": e.build() for e in zoo.entries()})
+    for name, spec in specs.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(model_source(spec), encoding="utf-8")
+        py_compile.compile(str(path), doraise=True)
+        paths.append(path)
+    result = ruff(paths)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _variants() -> dict[str, PipelineSpec]:
+    """Zoo templates plus training/data settings that switch template branches on."""
+    specs = {e.name: e.build() for e in zoo.entries()}
+    base = zoo.template("mnist_cnn").model_dump(mode="json")
+    every_aug = [{"op": "random_crop", "padding": 2}, {"op": "horizontal_flip"}, {"op": "rotation"},
+                 {"op": "color_jitter"}, {"op": "gaussian_noise"}]
+    changes = {
+        "augment_all": ({"augmentation": every_aug, "test_split": 0.1}, {"label_smoothing": 0.1}),
+        "plateau_early": ({}, {"schedule": {"name": "plateau"}, "early_stopping": {"patience": 2},
+                               "optimizer": {"name": "sgd", "weight_decay": 1e-4}, "gradient_clip_norm": 1.0}),
+        "step_adam_acc": ({}, {"schedule": {"name": "step"}, "optimizer": {"name": "adam", "weight_decay": 0.1},
+                               "early_stopping": {"patience": 1, "monitor": "val_accuracy"}}),
+        "warmup_bf16": ({}, {"schedule": {"name": "warmup_cosine"}, "precision": "bf16",
+                             "performance": {"xla": "on"}, "checkpoint": {"every_steps": None}}),
+    }
+    for name, (data, training) in changes.items():
+        doc = {**base, "data": {**base["data"], **data}, "training": {**base["training"], **training}}
+        specs[name] = PipelineSpec.model_validate(doc)
+    g = GraphBuilder()
+    g.add("Output", g.chain(g.add("Input", id="input"), ("Linear", {"out_features": 1})), id="output")
+    specs["regression"] = g.spec("reg", "", {"source": "sklearn:wine", "task": "regression",
+                                              "preprocessing": [{"op": "standardize"}]}, {"loss": "mae"})
+    specs["binary"] = g.spec("bin", "", {"source": "sklearn:breast_cancer", "preprocessing": [{"op": "standardize"}]},
+                             {"loss": "bce_with_logits"})
+    return specs
+
+
+def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
+    for name, spec in _variants().items():
+        folder = tmp_path / name
+        generate(spec, "keras").write(folder)
+        paths = [folder / n for n in ("model.py", "train.py", "data.py")]
+        for path in paths:
+            py_compile.compile(str(path), doraise=True)
+        result = ruff(paths)
+        assert result.returncode == 0, f"{name}: {result.stdout}{result.stderr}"
+
+
+def test_layout_choices_for_mnist_cnn() -> None:
+    """Images enter channels-last; the Dense after Flatten absorbs the order (no transpose in call)."""
+    source = model_source(zoo.template("mnist_cnn"))
+    assert "KERAS_INPUT_SHAPE = (28, 28, 1)" in source
+    assert "ops.transpose" not in source
+    assert "dense_kernel_from_channels_first(a['linear1/weight'], (64, 12, 12))" in source
+    assert "approximate" not in source and "momentum" not in source
+
+
+def test_torch_numbers_are_converted() -> None:
+    source = model_source(CASES["batchnorm2d"]())
+    assert "BatchNorm(momentum=0.8, epsilon=1e-05)" in source  # torch momentum 0.2 → Keras 0.8
+    assert "ops.gelu(x, approximate=False)" in model_source(CASES["activations"]())
+    assert "unit_forget_bias=False" in model_source(CASES["lstm"]())
+    assert "reset_after=True" in model_source(CASES["gru_2"]())
+
+
+def test_no_op_is_refused_for_keras() -> None:
+    reg = converters("keras")
+    for build in CASES.values():
+        analysis = validate(build())
+        for node in analysis.nodes.values():
+            assert reg.supports(node.op)
+    assert reg.limits == {}
+
+
+@pytest.mark.parametrize("template", ["mlp", "mnist_cnn"])
+def test_golden(template: str) -> None:
+    program = generate(zoo.template(template), "keras")
+    folder = GOLDEN / template
+    names = ["model.py", "train.py"]  # the files templates/keras renders (data.py is the shared data layer's)
+    if os.environ.get("FLOWTRAIN_RECORD_GOLDEN"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (folder / name).write_text(program.files[name], encoding="utf-8")
+    for name in names:
+        golden = folder / name
+        assert golden.exists(), f"no golden file {golden}; record it with FLOWTRAIN_RECORD_GOLDEN=1"
+        assert program.files[name] == golden.read_text(encoding="utf-8"), (
+            f"{name} for {template} differs from {golden}; if intended, re-record with "
+            "FLOWTRAIN_RECORD_GOLDEN=1 pytest tests/mapping -k golden")
+
+
+HOSTILE = "x\"\"\"''' \\ {{ 7*7 }} {% if 1 %}\n__import__('os').system('echo pwned')\u2028#"
+
+
+def test_hostile_strings_stay_string_literals() -> None:
+    """User text (the name, description, data target and columns) reaches the code only as string constants."""
+    spec = zoo.template("mlp").model_copy(update={"name": HOSTILE, "description": HOSTILE})
+    data = spec.data.model_copy(update={"source": "t.csv", "format": "csv", "target": HOSTILE, "num_classes": 10,
+                                        "input_shape": [1, 28, 28], "preprocessing": []})
+    spec = PipelineSpec.model_validate({**spec.model_dump(), "data": data.model_dump()})
+    program = generate(spec, "keras")
+    for name in ("model.py", "train.py"):
+        tree = ast.parse(program.files[name])
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert "__import__" not in names, name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == HOSTILE:
+                break
+        else:
+            assert name == "model.py", f"{name} does not carry the pipeline name as a string constant"
+    assert "pwned" not in program.files["model.py"]
+
+
+# ------------------------------------------------------------------------------------------ equivalence (frameworks)
+
+
+def _equivalence(specs: dict[str, PipelineSpec], tmp_path: Path) -> dict[str, float]:
+    """Max abs difference between the Keras model and the torch reference, per spec."""
+    keras_cases, torch_jobs = [], []
+    for name, spec in specs.items():
+        analysis = validate(spec)
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "model.py").write_text(model_source(spec), encoding="utf-8")
+        arrays = random_canonical(analysis, seed=3)
+        np.savez(folder / "weights.npz", **arrays)
+        np.save(folder / "input.npy", sample_input(spec))
+        graph = analysis.summary()
+        for layer in graph["layers"]:
+            layer["params"] = analysis.nodes[layer["id"]].params
+        graph["output"] = analysis.output_id
+        (folder / "graph.json").write_text(json.dumps(graph), encoding="utf-8")
+        keras_cases.append({"dir": str(folder), "weights": str(folder / "weights.npz"),
+                            "input": str(folder / "input.npy"), "output": str(folder / "keras.npy"),
+                            "roundtrip": str(folder / "roundtrip.npz")})
+        torch_jobs.append([str(folder / n) for n in ("graph.json", "weights.npz", "input.npy", "torch.npy")])
+    (tmp_path / "cases.json").write_text(json.dumps(keras_cases), encoding="utf-8")
+    done = subprocess.run([PYTHON, str(HERE / "keras_model_worker.py"), str(tmp_path / "cases.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    script = ("import runpy, sys\n"
+              f"ref = runpy.run_path({str(HERE / 'keras_torch_reference.py')!r})\n"
+              f"for job in {torch_jobs!r}:\n    ref['main'](*job)\n")
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    diffs = {}
+    for name in specs:
+        folder = tmp_path / name
+        got, want = np.load(folder / "keras.npy"), np.load(folder / "torch.npy")
+        assert got.shape == want.shape, f"{name}: keras {got.shape} vs torch {want.shape}"
+        diffs[name] = float(np.abs(got.astype(np.float64) - want).max())
+        _check_roundtrip(name, folder)
+    return diffs
+
+
+def _check_roundtrip(name: str, folder: Path) -> None:
+    """canonical_weights(load(w)) gives w back (the LSTM bias pair comes back as its sum, b_hh = 0)."""
+    loaded, back = dict(np.load(folder / "weights.npz")), dict(np.load(folder / "roundtrip.npz"))
+    assert sorted(loaded) == sorted(back), name
+    for key, value in loaded.items():
+        if "/bias_" in key and back[key].shape == value.shape and name.startswith(("lstm", "signal_to")):
+            continue  # checked as a sum below
+        np.testing.assert_allclose(back[key], value, atol=1e-7, err_msg=f"{name}: {key}")
+    for key in loaded:
+        if "/bias_ih" in key and name.startswith(("lstm", "signal_to")):
+            pair = key.replace("bias_ih", "bias_hh")
+            np.testing.assert_allclose(back[key] + back[pair], loaded[key] + loaded[pair], atol=1e-6)
+
+
+@pytest.mark.frameworks
+def test_every_case_matches_the_torch_reference(tmp_path: Path) -> None:
+    diffs = _equivalence({k: build() for k, build in CASES.items()}, tmp_path)
+    bad = {k: v for k, v in diffs.items() if not v <= 1e-4}
+    assert bad == {}, f"max abs difference above 1e-4: {bad}"
+
+
+@pytest.mark.frameworks
+def test_zoo_templates_match_the_torch_reference(tmp_path: Path) -> None:
+    names = ["mnist_cnn", "lenet5", "resnet18_cifar", "lstm_text_classifier", "transformer_text_classifier"]
+    diffs = _equivalence({n: zoo.template(n) for n in names}, tmp_path)
+    bad = {k: v for k, v in diffs.items() if not v <= 1e-4}
+    assert bad == {}, f"max abs difference above 1e-4: {bad}"

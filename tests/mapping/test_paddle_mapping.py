@@ -1,0 +1,224 @@
+"""The PaddlePaddle mapper and its templates: every op maps, the generated program compiles and
+passes ``ruff check``, golden files for two templates, and (with paddle and torch installed) a
+per-op equivalence check against torch, each framework in its own subprocess.
+
+Re-record the golden files after an intended change of the templates or the mapper:
+
+    FLOWTRAIN_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/mapping -k golden
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import zoo
+from core.codegen import generate
+from core.load import load_spec
+from core.mapping.base import converters, support_table, unsupported_problems
+from core.mapping.paddle import LAYER_ATTRIBUTES, layer_names, map_model, tensor_names
+from core.ops import REGISTRY
+from core.validate import validate
+from core.weights import canonical_shapes
+from tests.mapping.paddle_cases import ONE_OP, all_specs, run_equivalence
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "paddle"
+PYTHON = sys.executable
+RECORD = os.environ.get("FLOWTRAIN_RECORD_GOLDEN") == "1"
+
+
+def ruff(folder: Path) -> subprocess.CompletedProcess[str]:
+    """``ruff check`` with its default rules, run in the program's folder as its user would
+    (so that data.py and model.py count as first-party imports)."""
+    return subprocess.run([PYTHON, "-m", "ruff", "check", "--isolated", "--no-cache", "."],
+                          capture_output=True, text=True, cwd=folder)
+
+
+def write_program(spec: object, folder: Path) -> Path:
+    generate(spec, "paddle").write(folder)
+    return folder
+
+
+# ------------------------------------------------------------------------------------------ mapping (no frameworks)
+
+
+def test_every_op_has_a_paddle_converter_and_no_limits() -> None:
+    table = support_table()
+    missing = [op for op in REGISTRY.names() if not table[op]["paddle"]]
+    assert missing == [], f"ops without a paddle converter: {missing}"
+    assert converters("paddle").limits == {}, "paddle refuses no configuration of a supported op"
+
+
+def test_cases_cover_every_op() -> None:
+    used = {n.op for spec in all_specs().values() for n in spec.model.nodes}
+    assert used == set(REGISTRY.names())
+
+
+@pytest.mark.parametrize("name", sorted(all_specs()))
+def test_case_maps_and_binds_every_canonical_weight(name: str) -> None:
+    analysis = validate(all_specs()[name])
+    assert unsupported_problems(analysis, "paddle") == []
+    mapped = map_model(analysis)
+    bound = {b.canonical for layer in mapped.layers for b in layer.weights}
+    assert bound == set(canonical_shapes(analysis))
+    assert [layer.node_id for layer in mapped.layers] == list(analysis.nodes)
+
+
+def test_attention_weights_split_into_q_k_v_and_linear_weights_transpose() -> None:
+    analysis = validate(all_specs()["encoder"])
+    bindings = {(b.canonical, b.target): b.transform for layer in map_model(analysis).layers for b in layer.weights}
+    assert bindings[("encoder/self_attn.in_proj_weight", "encoder.self_attn.k_proj.weight")] == "k_transpose"
+    assert bindings[("encoder/self_attn.in_proj_bias", "encoder.self_attn.v_proj.bias")] == "v"
+    assert bindings[("encoder/linear1.weight", "encoder.linear1.weight")] == "transpose"
+    assert bindings[("encoder/norm2.bias", "encoder.norm2.bias")] == "identity"
+
+
+def test_batch_norm_momentum_is_converted_and_statistics_renamed() -> None:
+    layer = map_model(validate(all_specs()["batchnorm2d"])).layers[1]
+    assert layer.ctor == "UnbiasedBatchNorm2D(3, momentum=0.8, epsilon=0.001)"
+    assert {b.canonical: b.target for b in layer.weights} == {
+        "batchnorm2d/weight": "batchnorm2d.weight", "batchnorm2d/bias": "batchnorm2d.bias",
+        "batchnorm2d/running_mean": "batchnorm2d._mean", "batchnorm2d/running_var": "batchnorm2d._variance"}
+
+
+def test_ceil_mode_pooling_slices_the_window_torch_drops() -> None:
+    layer = map_model(validate(all_specs()["maxpool_ceil"])).layers[1]
+    assert layer.ctor == "nn.MaxPool2D(kernel_size=2, stride=2, padding=1, ceil_mode=True)"
+    assert layer.forward.endswith("[:, :, :3, :4]")  # paddle keeps a 4th row that starts in the padding
+
+
+def test_dilated_same_convolution_gets_explicit_padding() -> None:
+    layer = map_model(validate(all_specs()["conv2d_dilated_same"])).layers[1]
+    assert "padding=2" in layer.ctor  # paddle's "same" would ignore the dilation
+    strided = map_model(validate(all_specs()["conv2d_strided_same"])).layers[1]
+    assert "padding='same'" in strided.ctor
+
+
+def test_generated_names_avoid_layer_attributes_keywords_and_collisions() -> None:
+    nodes = [{"id": "input", "op": "Input", "params": {"shape": [4]}},
+             {"id": "train", "op": "Linear", "params": {"out_features": 4}},
+             {"id": "parameters", "op": "Linear", "params": {"out_features": 4}},
+             {"id": "class", "op": "ReLU"},
+             {"id": "a.b", "op": "Linear", "params": {"out_features": 4}},
+             {"id": "a_b", "op": "Linear", "params": {"out_features": 4}},
+             {"id": "3x", "op": "Add"},
+             {"id": "output", "op": "Output"}]
+    edges = [{"source": "input", "target": "train"}, {"source": "train", "target": "parameters"},
+             {"source": "parameters", "target": "class"}, {"source": "class", "target": "a.b"},
+             {"source": "class", "target": "a_b"}, {"source": "a.b", "target": "3x", "port": 0},
+             {"source": "a_b", "target": "3x", "port": 1}, {"source": "3x", "target": "output"}]
+    spec = load_spec_dict({"name": "names", "data": {"source": "d.npz", "task": "regression", "input_shape": [4]},
+                           "model": {"nodes": nodes, "edges": edges}, "training": {"loss": "mse"}})
+    analysis = validate(spec)
+    names = layer_names(analysis)
+    assert names["train"] == "train_" and names["parameters"] == "parameters_" and names["class"] == "class_"
+    assert names["a.b"] == "a_b" and names["a_b"] == "a_b_2" and names["3x"] == "node_3x"
+    assert not set(names.values()) & LAYER_ATTRIBUTES
+    tensors = tensor_names(analysis)
+    assert tensors["train"] == tensors["parameters"] == tensors["class"] == "x"  # a chain keeps one name
+    assert len({tensors["a.b"], tensors["a_b"], tensors["3x"]}) == 3
+
+
+def load_spec_dict(doc: dict) -> object:
+    from core.load import spec_from_dict
+
+    return spec_from_dict(doc)
+
+
+def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
+    specs = {f"zoo_{e.name}": e.build() for e in zoo.entries()}
+    specs["example_digits_cnn"] = load_spec(ROOT / "examples" / "digits_cnn.json")
+    variants = {"sgd_step_clip_es": {"optimizer": {"name": "sgd", "momentum": 0.9, "nesterov": True,
+                                                   "weight_decay": 5e-4},
+                                     "schedule": {"name": "step"}, "gradient_clip_norm": 1.0,
+                                     "early_stopping": {"patience": 2, "monitor": "val_accuracy"}},
+                "adam_plateau": {"optimizer": {"name": "adam", "weight_decay": 1e-4}, "schedule": {"name": "plateau"},
+                                 "label_smoothing": 0.1, "checkpoint": {"every_steps": None}},
+                "sgd_plain_warmup": {"optimizer": {"name": "sgd", "momentum": 0.0}, "schedule": {"name": "warmup_cosine"},
+                                     "early_stopping": {"patience": 3}},
+                "constant_bce": {"schedule": {"name": "constant"}, "loss": "bce_with_logits"}}
+    base = zoo.template("mnist_cnn").model_dump(mode="json")
+    for name, training in variants.items():
+        doc = {**base, "training": {**base["training"], **training}}
+        if name == "adam_plateau":
+            doc["data"] = {**base["data"], "augmentation": [
+                {"op": "random_crop", "padding": 2}, {"op": "horizontal_flip"}, {"op": "rotation"},
+                {"op": "color_jitter"}, {"op": "gaussian_noise"}]}
+        specs[f"variant_{name}"] = load_spec_dict(doc)
+    specs.update({f"case_{k}": v for k, v in all_specs().items() if k in ("reshape", "lstm", "embedding")})
+    for name, spec in specs.items():
+        folder = write_program(spec, tmp_path / name)
+        for path in folder.glob("*.py"):
+            py_compile.compile(str(path), doraise=True)
+        result = ruff(folder)
+        assert result.returncode == 0, f"{name}:\n{result.stdout}{result.stderr}"
+
+
+def test_user_text_reaches_the_code_only_as_string_constants(tmp_path: Path) -> None:
+    hostile = "x'''\"\"\"\\n\u2028{{ 7*7 }}{% raw %}__import__('os').system('touch /tmp/pwned')"
+    doc = zoo.template("mnist_cnn").model_dump(mode="json")
+    doc["name"] = hostile[:200]
+    doc["description"] = hostile
+    folder = write_program(load_spec_dict(doc), tmp_path / "hostile")
+    for name in ("model.py", "train.py"):
+        tree = ast.parse((folder / name).read_text(encoding="utf-8"))
+        calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        assert "__import__" not in calls and not any("system" in c for c in calls), name
+        strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        assert any(hostile[:200] in s for s in strings), f"the name should appear as a string constant in {name}"
+
+
+# ------------------------------------------------------------------------------------------ golden files
+
+
+@pytest.mark.parametrize("template", ["mlp", "mnist_cnn"])
+def test_golden(template: str) -> None:
+    """The generated model.py and train.py for two zoo templates, byte for byte (see the module
+    docstring for the re-record command)."""
+    program = generate(zoo.template(template), "paddle")
+    for name in ("model.py", "train.py"):
+        golden = GOLDEN / template / name
+        if RECORD:
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(program.files[name], encoding="utf-8")
+            continue
+        assert golden.exists(), f"no golden file {golden}; record it with FLOWTRAIN_RECORD_GOLDEN=1"
+        assert program.files[name] == golden.read_text(encoding="utf-8"), (
+            f"{name} for {template} differs from {golden}; if the change is intended, re-record with "
+            "FLOWTRAIN_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/mapping -k golden")
+
+
+# ------------------------------------------------------------------------------------------ with paddle installed
+
+
+@pytest.mark.frameworks
+def test_layer_attribute_list_covers_installed_paddle() -> None:
+    code = ("import warnings; warnings.filterwarnings('ignore'); import paddle; "
+            "print(' '.join(sorted(n for n in set(dir(paddle.nn.Layer)) | set(vars(paddle.nn.Layer())) "
+            "if not n.startswith('_'))))")
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GLOG_minloglevel": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    installed = set(proc.stdout.split())
+    assert installed <= LAYER_ATTRIBUTES, f"add to LAYER_ATTRIBUTES: {sorted(installed - LAYER_ATTRIBUTES)}"
+
+
+@pytest.mark.frameworks
+def test_every_one_op_graph_matches_torch(tmp_path: Path) -> None:
+    """Same canonical weights, same inputs: paddle's eval-mode output equals torch's within 1e-5, the
+    canonical weights round-trip exactly, and two training-mode passes move BatchNorm's running
+    statistics the same way (paddle's biased running variance is corrected to torch's unbiased one)."""
+    report = run_equivalence(all_specs(), tmp_path)
+    assert set(report) == set(all_specs())
+    bad = {name: entry for name, entry in report.items()
+           if "error" in entry or entry["max_abs_diff"] > 1e-5 or entry["roundtrip"] != 0.0
+           or entry["after_train_diff"] > 1e-5}
+    assert bad == {}, bad
+    assert {case[0] for case in ONE_OP} <= set(report)
