@@ -10,11 +10,10 @@ code does: ``x = self.conv1(x)``) — and asks each converter for its layer.
 from __future__ import annotations
 
 import builtins
-import keyword
-import re
 from typing import Any
 
-from core.mapping.base import ConvertContext, MappedLayer, MappedModel, converters, ident
+from core.mapping import naming
+from core.mapping.base import ConvertContext, MappedLayer, MappedModel, converters
 from core.mapping.torch import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
@@ -53,63 +52,14 @@ MODULE_NAMES = frozenset({"torch", "nn", "F", "np", "math", "PositionalEmbedding
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x"} | set(dir(builtins))
 
 
-def _sanitise(node_id: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9_]", "_", node_id)
-    if not name or name[0].isdigit() or name[0] == "_":
-        name = f"node_{name.lstrip('_')}" if name.lstrip("_") else "node"
-    return name
-
-
-def _unique(name: str, taken: set[str], reserved: frozenset[str] | set[str]) -> str:
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in reserved:
-        name = f"{name}_"
-    candidate, n = name, 2
-    while candidate in taken or candidate in reserved:
-        candidate = f"{name}_{n}"
-        n += 1
-    taken.add(candidate)
-    return ident(candidate)
-
-
 def layer_names(analysis: Analysis) -> dict[str, str]:
     """node id → attribute name of its layer (``self.<name>``)."""
-    taken: set[str] = set()
-    reserved = MODULE_ATTRIBUTES | MODULE_NAMES
-    return {nid: _unique(_sanitise(nid), taken, reserved) for nid in analysis.nodes}
+    return naming.layer_names(analysis, MODULE_ATTRIBUTES | MODULE_NAMES)
 
 
 def tensor_names(analysis: Analysis) -> dict[str, str]:
-    """node id → name of the tensor it produces in ``forward``.
-
-    A node with one input whose producer feeds nothing else continues that producer's
-    name (the old value is dead), so chains read ``x = …(x)``; any other node starts a
-    new name taken from its id. The Input node's tensor is ``x``.
-    """
-    consumers: dict[str, int] = {nid: 0 for nid in analysis.nodes}
-    for node in analysis.nodes.values():
-        for src in node.inputs:
-            consumers[src] += 1
-    names: dict[str, str] = {}
-    taken: set[str] = set()
-    for node in analysis.nodes.values():
-        if node.op == "Input":
-            names[node.id] = "x"
-        elif len(node.inputs) == 1 and consumers[node.inputs[0]] == 1:
-            names[node.id] = names[node.inputs[0]]
-        else:
-            names[node.id] = _unique(_sanitise(node.id), taken, TENSOR_RESERVED)
-    return names
-
-
-def _layout(dims: tuple[int, ...], dtype: str, analysis: Analysis, node_id: str) -> str:
-    if dtype == "int64":
-        return "NT"
-    if len(dims) == 3:
-        return "NCHW"
-    if len(dims) == 2:
-        feeds_conv = any(n.op == "Conv1d" and node_id in n.inputs for n in analysis.nodes.values())
-        return "NCL" if feeds_conv else "NTF"
-    return "NF" if len(dims) == 1 else "N" + "D" * len(dims)
+    """node id → name of the tensor it produces in ``forward`` (chains reuse one name)."""
+    return naming.chain_tensor_names(analysis, TENSOR_RESERVED)
 
 
 def map_model(analysis: Analysis) -> MappedModel:
@@ -131,8 +81,8 @@ def map_model(analysis: Analysis) -> MappedModel:
         layers=tuple(layers_by_id.values()),
         input_name="x",
         output_name=layers_by_id[outp.id].forward,
-        input_layout=_layout(inp.output.shape, inp.output.dtype, analysis, inp.id),
-        output_layout=_layout(outp.output.shape, outp.output.dtype, analysis, outp.id),
+        input_layout=naming.logical_layout(inp.output.shape, inp.output.dtype, analysis, inp.id),
+        output_layout=naming.logical_layout(outp.output.shape, outp.output.dtype, analysis, outp.id),
         imports=("numpy", "torch"),
         extra={"helpers": helpers},
     )
