@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterable
@@ -10,6 +9,7 @@ from pathlib import Path
 
 from schedulers.base import JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, START_HINT, SlurmCommands, SlurmJob
+from schedulers.slurm.pyslurm_transport import PyslurmTransport, choose_transport
 from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
 
 
@@ -32,11 +32,10 @@ class SlurmExecutor:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         requeue: bool = True,
         signal: str | None = DEFAULT_SIGNAL,
-        commands: SlurmCommands | None = None,
+        commands: SlurmCommands | PyslurmTransport | None = None,
     ) -> None:
-        self.commands = commands or SlurmCommands(
-            slurm_conf=slurm_conf or os.environ.get("SLURM_CONF") or None, timeout_s=timeout_s
-        )
+        # pyslurm where it is installed and matches the cluster, else Slurm's own commands.
+        self.commands = commands or choose_transport(slurm_conf, timeout_s=timeout_s)[0]
         self.python = python or sys.executable
         self.requeue_on_failure = requeue
         self.signal = signal
