@@ -61,6 +61,8 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3, help="runs of each program per model (default 3)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke test of the bench itself)")
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    parser.add_argument("--reference-steps-per-execution", type=int, default=1, metavar="N",
+                        help="let the reference's fit run N steps per call (Keras's steps_per_execution)")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
     rows = []
@@ -72,7 +74,8 @@ def main() -> int:
                 case = replace(case, steps=max(case.log_every * (WARMUP_INTERVALS + 2), case.steps // 4))
             folder = Path(tmp) / name
             folder.mkdir()
-            rows.append(side_by_side(folder, prepare(case, folder), args.reps, env))
+            extra = ["--steps-per-execution", str(args.reference_steps_per_execution)]
+            rows.append(side_by_side(folder, prepare(case, folder), args.reps, env, extra))
             print(f"{name}: generated {[round(v) for v in rows[-1]['runs_generated']]}, "
                   f"reference {[round(v) for v in rows[-1]['runs_reference']]} samples/s", flush=True)
     print(f"\nTensorFlow/Keras on CPU ({len(os.sched_getaffinity(0))} cores), {args.reps} alternating runs each, "

@@ -51,6 +51,7 @@ CHECKPOINT_EACH_EPOCH = True
 CHECKPOINTS_KEPT = 2
 PRECISION = 'auto'  # "auto": mixed bfloat16 on GPUs that support it, else float32
 XLA = 'auto'  # "auto": XLA-compile the step on a GPU only (on a CPU it is several times slower)
+CALL_SECONDS = 0.2  # fast steps run several to a call of about this long (a stop signal waits at most that)
 
 EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 3
@@ -436,10 +437,12 @@ def main(argv: list[str] | None = None) -> int:
         return tf.concat([batch_totals(output, y, losses), [stop]], axis=0)
 
     @tf.function
-    def train_step(iterator, stop: tf.Tensor) -> None:
-        x, y = next(iterator)
-        per_replica = strategy.run(replica_step, args=(x, y, stop))
-        totals.assign_add(strategy.reduce("SUM", per_replica, axis=None))
+    def train_steps(iterator, steps: tf.Tensor, stop: tf.Tensor) -> None:
+        """`steps` optimizer steps in one call: small, fast networks spend less time in Python."""
+        for _ in tf.range(steps):
+            x, y = next(iterator)
+            per_replica = strategy.run(replica_step, args=(x, y, stop))
+            totals.assign_add(strategy.reduce("SUM", per_replica, axis=None))
 
     def eval_batch(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         output = tf.cast(model(x, training=False), tf.float32)
@@ -481,7 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     val_step = -1
     stop_signal: int | None = None
     logged = {"totals": totals.numpy().tolist(), "time": time.perf_counter()}
-    while not progress["finished"] and progress["epoch"] < epochs and stop_signal is None:
+    per_call = 1  # optimizer steps per call of train_steps: raised for fast steps after the first log
+    while (not progress["finished"] and progress["epoch"] < epochs and stop_signal is None
+           and (args.max_steps is None or progress["step"] < args.max_steps)):
         epoch = progress["epoch"]
         order = epoch_order(epoch, len(train_data))
         first = progress["batch"]
@@ -492,10 +497,20 @@ def main(argv: list[str] | None = None) -> int:
 
         iterator = iter(strategy.distribute_datasets_from_function(pipeline))
         epoch_start, epoch_totals = time.perf_counter(), totals.numpy().tolist()
-        for batch in range(first, steps_per_epoch):
-            train_step(iterator, no if StopFlag.signum is None else yes)
-            progress["step"] += 1
-            progress["batch"] = batch + 1
+        batch = first
+        while batch < steps_per_epoch:
+            step = progress["step"]
+            # up to the next log, checkpoint, epoch end or --max-steps, whichever comes first
+            limits = [per_call, steps_per_epoch - batch, LOG_EVERY - step % LOG_EVERY]
+            if CHECKPOINT_EVERY:
+                limits.append(CHECKPOINT_EVERY - step % CHECKPOINT_EVERY)
+            if args.max_steps is not None:
+                limits.append(args.max_steps - step)
+            n = max(1, min(limits))
+            train_steps(iterator, tf.constant(n), no if StopFlag.signum is None else yes)
+            batch += n
+            progress["step"] += n
+            progress["batch"] = batch
             step = progress["step"]
 
             if step % LOG_EVERY == 0:  # the only host synchronisation in the loop
@@ -508,11 +523,14 @@ def main(argv: list[str] | None = None) -> int:
                           "or add gradient clipping", file=sys.stderr)
                     metrics.write("end", step, epoch, status="failed", reason="non-finite loss")
                     return 1
-                rate = interval[3] / max(now - logged["time"], 1e-9)
+                seconds = max(now - logged["time"], 1e-9)
+                rate = interval[3] / seconds
                 lr = float(optimizer.learning_rate)
                 metrics.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
                 shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
                 log(f"epoch {epoch + 1}/{epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
+                if WORKERS == 1:  # (several processes keep one step per call: their collectives stay in step)
+                    per_call = max(1, min(LOG_EVERY, int(CALL_SECONDS * interval[3] / BATCH_SIZE / seconds)))
                 logged = {"totals": current, "time": now}
                 if current[4] > 0:  # some process was asked to stop: all stop at this step
                     stop_signal = StopFlag.signum or signal.SIGTERM
@@ -520,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                 stop_signal = StopFlag.signum
             if stop_signal is not None:
                 break
-            if CHECKPOINT_EVERY and step % CHECKPOINT_EVERY == 0 and batch + 1 < steps_per_epoch:
+            if CHECKPOINT_EVERY and step % CHECKPOINT_EVERY == 0 and batch < steps_per_epoch:
                 checkpoint()
             if args.max_steps is not None and step >= args.max_steps:
                 break
