@@ -54,8 +54,7 @@ class AvgPool2d(_Pool2d):
 class AdaptiveAvgPool2d(Op):
     name = "AdaptiveAvgPool2d"
     family = "pool"
-    help = "Average-pools to a fixed output size whatever the input size (the input must divide evenly "\
-           "for frameworks other than torch)."
+    help = "Average-pools to a fixed output size whatever the input size (torch's window rule in every framework)."
     params = (Param("output_size", "int_pair", 1, minimum=1, maximum=4096, help="Output [h, w]."),)
 
     @classmethod
