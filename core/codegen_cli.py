@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from core.codegen import generate
 from core.load import load_spec
 from core.mapping.base import FRAMEWORKS, converters, support_table
 from core.ops import REGISTRY
+from core.spec import PipelineSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,10 +24,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    program = generate(load_spec(args.spec), args.framework)
+    spec = load_spec(args.spec)
+    program = generate(spec, args.framework)
     for path in program.write(args.out):
         print(path)
+    print(write_sbatch(spec, args.framework, Path(args.out)))
     return 0
+
+
+def write_sbatch(spec: PipelineSpec, framework: str, out: Path) -> Path:
+    """The Slurm job script for the written program (the Slurm executor renders the same at submit)."""
+    from schedulers.base import JobRequest
+    from schedulers.selector import resources_from_spec
+    from schedulers.slurm.sbatch import SCRIPT_NAME, render_sbatch
+
+    run_dir = out.resolve()
+    request = JobRequest(run_dir=run_dir, name=spec.name, framework=framework, resources=resources_from_spec(spec))
+    path = run_dir / SCRIPT_NAME
+    path.write_text(render_sbatch(request), encoding="utf-8")
+    return path
 
 
 def support_markdown() -> str:

@@ -92,3 +92,16 @@ def test_missing_file_and_unknown_template() -> None:
     assert proc.returncode == 2 and "no such file" in proc.stderr
     proc = flowtrain("template", "resnet1000")
     assert proc.returncode == 2 and "resnet18" in proc.stderr
+
+
+def test_generate_writes_the_program_the_job_script_and_the_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "prog"
+    flowtrain("generate", str(ROOT / "examples" / "digits_cnn.json"), "--framework", "torch", "--out", str(out),
+              check=True)
+    assert {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"} <= {
+        p.name for p in out.iterdir()}
+    sbatch = (out / "job.sbatch").read_text()
+    assert "#SBATCH --requeue" in sbatch and f"#SBATCH --chdir={out.resolve()}" in sbatch
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["framework"] == "torch" and "train.py" in manifest["files"]
+    subprocess.run(["bash", "-n", str(out / "job.sbatch")], check=True)
