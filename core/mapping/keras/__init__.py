@@ -10,12 +10,12 @@ layer. The converters own the NCHW ↔ NHWC translation (see :mod:`core.mapping.
 from __future__ import annotations
 
 import builtins
-import keyword
 import re
 from typing import Any
 
 from core.errors import Problem, SpecError
-from core.mapping.base import ConvertContext, MappedLayer, MappedModel, Unsupported, converters, ident
+from core.mapping import naming
+from core.mapping.base import ConvertContext, MappedLayer, MappedModel, Unsupported, converters
 from core.mapping.keras import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
@@ -68,29 +68,9 @@ MODULE_NAMES = frozenset({
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x", "training", "a", "v", "out", "model", "arrays"} | set(dir(builtins))
 
 
-def _sanitise(node_id: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9_]", "_", node_id)
-    if not name or name[0].isdigit() or name[0] == "_":
-        name = f"node_{name.lstrip('_')}" if name.lstrip("_") else "node"
-    return name
-
-
-def _unique(name: str, taken: set[str], reserved: frozenset[str] | set[str]) -> str:
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in reserved:
-        name = f"{name}_"
-    candidate, n = name, 2
-    while candidate in taken or candidate in reserved:
-        candidate = f"{name}_{n}"
-        n += 1
-    taken.add(candidate)
-    return ident(candidate)
-
-
 def layer_names(analysis: Analysis) -> dict[str, str]:
     """node id → attribute name of its layer (``self.<name>``)."""
-    taken: set[str] = set()
-    reserved = MODEL_ATTRIBUTES | MODULE_NAMES
-    return {nid: _unique(_sanitise(nid), taken, reserved) for nid in analysis.nodes}
+    return naming.layer_names(analysis, MODEL_ATTRIBUTES | MODULE_NAMES)
 
 
 def tensor_names(analysis: Analysis, layer_vars: dict[str, str]) -> dict[str, str]:
@@ -112,7 +92,7 @@ def tensor_names(analysis: Analysis, layer_vars: dict[str, str]) -> dict[str, st
         elif len(node.inputs) == 1 and readers[node.inputs[0]] == 1:
             names[node.id] = names[node.inputs[0]]
         else:
-            names[node.id] = _unique(layer_vars[node.id], taken, TENSOR_RESERVED)
+            names[node.id] = naming.unique(layer_vars[node.id], taken, TENSOR_RESERVED)
     return names
 
 
