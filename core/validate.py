@@ -21,6 +21,7 @@ from core.spec import NodeSpec, PipelineSpec
 
 MAX_TOTAL_PARAMS = 20_000_000_000  # 80 GB of float32 weights: beyond any single training job here
 MAX_SAMPLE_ELEMENTS = 2**31 - 1  # one sample's activation must be indexable with int32
+IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "rotation", "color_jitter")
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,8 @@ class _Analyser:
             elif got.dtype != data_in[1]:
                 self.problem(f"model.nodes[{in_id}].params.dtype", "does not match what the data layer yields",
                              in_id, received=got.dtype, expected=data_in[1])
+        if in_id and in_id in self.out.nodes:
+            self._augmentation(self.out.nodes[in_id].output)
         classes = datasets.num_classes(data)
         if out_id and out_id in self.out.nodes and data.task == "classification" and classes:
             got = self.out.nodes[out_id].output
@@ -358,6 +361,17 @@ class _Analyser:
                 self.problem(f"model.nodes[{out_id}].inputs", "the prediction does not match the number of classes",
                              out_id, received=str(got), expected=f"{Tensor(want)} ({classes} classes in {data.source})",
                              fix=f"make the last Linear's out_features {want[0]}")
+
+
+    def _augmentation(self, sample: Tensor) -> None:
+        """Image augmentations need image samples; noise needs float samples."""
+        for i, aug in enumerate(self.spec.data.augmentation):
+            if aug.op in IMAGE_AUGMENTATIONS and len(sample.shape) != 3:
+                self.problem(f"data.augmentation[{i}]", f"{aug.op} needs images (C, H, W)",
+                             received=f"samples of shape {sample}", fix=f"remove the {aug.op} step, or use image data")
+            elif aug.op == "gaussian_noise" and sample.dtype != "float32":
+                self.problem(f"data.augmentation[{i}]", "gaussian_noise needs float inputs",
+                             received=f"{sample.dtype} token ids", fix="remove the gaussian_noise step")
 
 
 def _reach(start: str, adj: dict[str, list[str]]) -> set[str]:

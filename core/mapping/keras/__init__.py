@@ -13,7 +13,6 @@ import builtins
 import re
 from typing import Any
 
-from core.errors import Problem, SpecError
 from core.mapping import naming
 from core.mapping.base import ConvertContext, MappedLayer, MappedModel, Unsupported, converters
 from core.mapping.keras import (  # noqa: F401  (imported for their registrations)
@@ -134,7 +133,6 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
     from core.mapping.data import data_context  # the shared data layer (not needed to map a model)
 
     model = map_model(analysis)
-    _check_augmentation(spec, analysis)
     context: dict[str, Any] = data_context(spec, analysis)
     context.update({
         "model": model,
@@ -155,24 +153,6 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
 def keras_imports(code: str) -> list[str]:
     """Which of ``keras.layers``/``keras.ops`` rendered code uses as ``layers.X``/``ops.X`` (for its import line)."""
     return [name for name in ("layers", "ops") if re.search(rf"(?<![\w.]){name}\.[A-Za-z_]", code)]
-
-
-IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "rotation", "color_jitter")
-
-
-def _check_augmentation(spec: PipelineSpec, analysis: Analysis) -> None:
-    """Image augmentations need image samples, noise needs float samples (refused before generating)."""
-    tensor = analysis.nodes[analysis.input_id].output  # type: ignore[index]
-    problems = []
-    for i, aug in enumerate(spec.data.augmentation):
-        if aug.op in IMAGE_AUGMENTATIONS and len(tensor.shape) != 3:
-            problems.append(Problem(f"data.augmentation[{i}]", f"{aug.op} needs images (C, H, W)",
-                                    received=f"samples of shape {tensor}", fix=f"remove the {aug.op} step"))
-        elif aug.op == "gaussian_noise" and tensor.dtype != "float32":
-            problems.append(Problem(f"data.augmentation[{i}]", "gaussian_noise needs float inputs",
-                                    received=f"{tensor.dtype} token ids", fix="remove the gaussian_noise step"))
-    if problems:
-        raise SpecError(problems)
 
 
 def training_context(spec: PipelineSpec) -> dict[str, Any]:

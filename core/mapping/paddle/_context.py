@@ -10,12 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.errors import Problem, SpecError
 from core.mapping.base import MappedModel
 from core.spec import PipelineSpec
 from core.validate import Analysis
-
-IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "rotation", "color_jitter")
 
 _CONVS = {"Conv1d": "nn.Conv1D", "Conv2d": "nn.Conv2D", "ConvTranspose2d": "nn.Conv2DTranspose"}
 _NORMS = {"BatchNorm1d": "UnbiasedBatchNorm1D", "BatchNorm2d": "UnbiasedBatchNorm2D", "LayerNorm": "nn.LayerNorm"}
@@ -49,27 +46,12 @@ def init_groups(analysis: Analysis) -> dict[str, str | bool | None]:
     }
 
 
-def _check_augmentation(spec: PipelineSpec, input_shape: tuple[int, ...], input_dtype: str) -> None:
-    problems = []
-    for i, aug in enumerate(spec.data.augmentation):
-        if aug.op in IMAGE_AUGMENTATIONS and len(input_shape) != 3:
-            problems.append(Problem(f"data.augmentation[{i}]", f"{aug.op} needs images (C, H, W)",
-                                    received=f"samples of shape {input_shape}",
-                                    fix=f"remove the {aug.op} step, or use image data"))
-        elif aug.op == "gaussian_noise" and input_dtype != "float32":
-            problems.append(Problem(f"data.augmentation[{i}]", "gaussian_noise needs float inputs",
-                                    received=f"{input_dtype} token ids", fix="remove the gaussian_noise step"))
-    if problems:
-        raise SpecError(problems)
-
-
 def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel) -> dict[str, Any]:
     t = spec.training
     if analysis.input_id is None or analysis.output_id is None:
         raise ValueError("the graph has no Input or Output node; validate the spec before rendering it")
     inp = analysis.nodes[analysis.input_id].output
     out = analysis.nodes[analysis.output_id].output
-    _check_augmentation(spec, inp.shape, inp.dtype)
     ops = {n.op for n in analysis.nodes.values()}
     code = "\n".join(filter(None, [layer.forward for layer in model.layers] +
                             [layer.ctor or "" for layer in model.layers]))
