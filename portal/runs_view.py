@@ -111,6 +111,10 @@ def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
         run = _do_submit(spec, settings, user, framework, registry, executors)
         if run is not None:
             st.session_state["runs.selected"] = run.id
+            # kept for the next reruns: the status box above is drawn only in this one
+            st.session_state["runs.submitted"] = f"Submitted run {run.id}: {run.framework} on {run.scheduler}."
+    elif st.session_state.get("runs.submitted"):
+        st.success(st.session_state["runs.submitted"], icon=":material/check_circle:")
 
 
 # --------------------------------------------------------------------------- list

@@ -10,7 +10,19 @@ import re
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, USER_HEADER
-from tests.browser.ui import choose, click_node, drag_connect, idle, node_text, set_number, shot, wait_node
+from tests.browser.ui import (
+    RUN_COUNTER,
+    act,
+    choose,
+    click_button,
+    click_node,
+    drag_connect,
+    node_text,
+    set_number,
+    shot,
+    wait_node,
+    wait_text,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -26,6 +38,7 @@ RUN_TIMEOUT_MS = 420_000
 def _page(browser, user: str | None):
     headers = {USER_HEADER: user} if user else {}
     context = browser.new_context(viewport=VIEWPORT, extra_http_headers=headers, accept_downloads=True)
+    context.add_init_script(RUN_COUNTER)
     page = context.new_page()
     OPEN_PAGES.append(page)
     return context, page
@@ -36,16 +49,16 @@ def test_draw_run_and_watch_a_conv_net_in_the_browser(portal, browser, tmp_path)
     context, page = _page(browser, "alice")
     page.goto(portal.url)
     wait_node(page, "input", timeout=90_000)
-    page.get_by_text("Signed in as alice").wait_for()
+    wait_text(page, "Signed in as alice", exact=False)
 
     # --- data layer: the built-in digits
     choose(page, "Built-in dataset", re.compile(r"^sklearn:digits"))
-    page.get_by_text(re.compile(r"Detected: format builtin \(image\), 1,797 samples")).wait_for()
+    wait_text(page, re.compile(r"Detected: format builtin \(image\), 1,797 samples"))
     shot(page, out, "01-data-layer")
 
     # --- graph layer: layers from the palette, connected by dragging
     for op in LAYERS:
-        page.get_by_role("button", name=op, exact=True).click()
+        click_button(page, op)
         wait_node(page, f"{op.lower()}1")
     for source, target in zip(IDS, IDS[1:]):
         drag_connect(page, source, target)
@@ -55,17 +68,17 @@ def test_draw_run_and_watch_a_conv_net_in_the_browser(portal, browser, tmp_path)
 
     # the side form: click the Linear node, set out_features to the 10 classes
     click_node(page, "linear1")
-    page.get_by_label("out_features", exact=True).wait_for()
+    wait_text(page, "out_features")
     set_number(page, "out_features", 10)
     wait_node(page, "output", "→ 10")
-    page.get_by_text(re.compile(r"^Valid: 7 nodes")).wait_for()
+    wait_text(page, re.compile(r"^Valid: 7 nodes"))
 
     # a cycle drawn in the browser is refused, visibly, and the graph stays valid
     drag_connect(page, "linear1", "conv2d1")
-    page.get_by_text(re.compile(r"would close the cycle linear1 → conv2d1 → .* → linear1")).wait_for()
+    wait_text(page, re.compile(r"would close the cycle linear1 → conv2d1 → .* → linear1"))
     wait_node(page, "linear1", "→ 10")
     shot(page, out, "03-cycle-refused")
-    page.get_by_text(re.compile(r"^Valid: 7 nodes")).wait_for()
+    wait_text(page, re.compile(r"^Valid: 7 nodes"))
 
     # --- training layer
     set_number(page, "Epochs", 4)
@@ -73,17 +86,18 @@ def test_draw_run_and_watch_a_conv_net_in_the_browser(portal, browser, tmp_path)
     shot(page, out, "04-training-layer")
 
     # --- run it with the local executor and watch it
-    page.get_by_role("link", name="Runs").click()
-    page.get_by_role("button", name="Submit run").click()
-    page.get_by_text(re.compile(r"^Submitted run \S+: \w+ on local")).wait_for(timeout=300_000)
-    label = page.get_by_text(re.compile(r"^Submitted run")).first.inner_text()
+    act(page, page.get_by_role("link", name="Runs").click)
+    act(page, page.get_by_role("button", name="Submit run").click, timeout=300_000)
+    label = wait_text(page, re.compile(r"^Submitted run \S+: \w+ on local")).inner_text()
     run_id = re.search(r"Submitted run (\S+):", label).group(1)
-    page.get_by_text(re.compile(rf"Run {re.escape(run_id)} — COMPLETED")).wait_for(timeout=RUN_TIMEOUT_MS)
-    idle(page)
-    page.get_by_text("Accuracy", exact=True).wait_for()
+    # the message stays while the run goes on and after it ends (the page reruns when it does)
+    wait_text(page, re.compile(rf"Run {re.escape(run_id)} — COMPLETED"), timeout=RUN_TIMEOUT_MS)
+    accuracy = wait_text(page, "Accuracy")
+    wait_text(page, "Loss")
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     assert charts.count() >= 2, "loss and accuracy charts"
-    page.get_by_text("Accuracy", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
+    wait_text(page, re.compile(rf"^Submitted run {re.escape(run_id)}: \w+ on local"))
+    accuracy.evaluate("e => e.scrollIntoView({block: 'start'})")
     shot(page, out, "05-run-curves")
     download = page.get_by_role("button", name=re.compile(r"^Download model model\/model\.pt"))
     download.scroll_into_view_if_needed()
@@ -98,9 +112,10 @@ def test_draw_run_and_watch_a_conv_net_in_the_browser(portal, browser, tmp_path)
     # --- another user sees none of it
     context, page = _page(browser, "bob")
     page.goto(portal.url)
-    page.get_by_text("Signed in as bob").wait_for()
-    page.get_by_role("link", name="Runs").click()
-    page.get_by_text("Your runs (0)").wait_for()
+    wait_node(page, "input", timeout=90_000)
+    wait_text(page, "Signed in as bob", exact=False)
+    act(page, page.get_by_role("link", name="Runs").click)
+    wait_text(page, "Your runs (0)")
     assert run_id not in page.content()
     shot(page, out, "07-second-user")
     context.close()
@@ -109,7 +124,7 @@ def test_draw_run_and_watch_a_conv_net_in_the_browser(portal, browser, tmp_path)
 def test_a_request_without_the_trusted_header_is_refused(portal, browser):
     context, page = _page(browser, None)
     page.goto(portal.url)
-    page.get_by_text(re.compile(r"this request has no X-Remote-User header")).wait_for(timeout=60_000)
+    wait_text(page, re.compile(r"this request has no X-Remote-User header"))
     assert page.locator('iframe[title="streamlit_flow.streamlit_flow"]').count() == 0
     shot(page, ARTIFACTS, "08-no-user-header")
     context.close()

@@ -1,34 +1,127 @@
-"""Playwright helpers for the Streamlit portal and its streamlit-flow canvas (see
-shared/facts/streamlit-flow.md: the canvas remounts on every Python-side change, so for a moment
-the page holds two canvas iframes — every helper waits until exactly one is left)."""
+"""Playwright helpers for the Streamlit portal and its streamlit-flow canvas.
+
+Why the waits look the way they do (docs/streamlit-flow.md has the component's facts):
+
+- A Streamlit rerun does not replace the page at once. While the script runs, the previous
+  elements stay on the page marked ``data-stale="true"``, and new ones are added as the script
+  reaches them; for a moment the page can hold the old and the new copy of the same text. The
+  canvas remounts on every Python-side change, so it too exists twice for a moment.
+- The app publishes its own state on its root element
+  (``[data-testid="stApp"][data-test-script-state]``: ``running`` → ``notRunning``).
+
+So every check here is one atomic look at the DOM, polled by Playwright until it holds: the script
+is not running, nothing is stale, and *exactly one* live element matches. A check never passes on
+a transient copy and never fails on one: it waits for the page's settled state. Actions that make
+the script rerun go through :func:`act`, which also waits for that rerun to *end*, so a check made
+after it cannot be satisfied by the page as it was before the action. No fixed sleeps anywhere.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CANVAS = 'iframe[title="streamlit_flow.streamlit_flow"]'
 TIMEOUT_MS = 60_000
 
-_NODE_READY = """([sel, node, text]) => {
+# Counts the script runs that ended (a `running` → anything change of the root's state) since the
+# page loaded. Installed on every page of a browser context before the app's own scripts run.
+RUN_COUNTER = """(() => {
+  window.__ftRunsEnded = 0;
+  const watch = () => new MutationObserver(records => {
+    for (const r of records) if (r.oldValue === 'running') window.__ftRunsEnded += 1;
+  }).observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
+                                         attributeFilter: ['data-test-script-state']});
+  if (document.documentElement) watch(); else document.addEventListener('DOMContentLoaded', watch);
+})();"""
+
+# The page is settled: connected, the script not running, no stale element left from a rerun.
+_SETTLED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+    && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]');
+}"""
+
+# Live elements whose text matches (whitespace collapsed), innermost only — as Playwright's own
+# get_by_text picks them: visible, and neither stale nor inside a stale element.
+_MATCHES = """(pattern, flags) => {
+  const re = new RegExp(pattern, flags);
+  const hits = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (!(el instanceof HTMLElement) || ['SCRIPT', 'STYLE', 'IFRAME'].includes(el.tagName)
+        || !el.getClientRects().length) continue;
+    if (el.closest('[data-stale="true"]')) continue;
+    if (re.test(el.innerText.replace(/\\s+/g, ' ').trim())) hits.push(el);
+  }
+  return hits.filter(el => !hits.some(other => other !== el && el.contains(other)));
+}"""
+
+_ONE_TEXT = f"""([pattern, flags]) => ({_SETTLED})() && ({_MATCHES})(pattern, flags).length === 1"""
+
+_NODE_READY = f"""([sel, node, text]) => {{
+  if (!({_SETTLED})()) return false;
   const frames = document.querySelectorAll(sel);
   if (frames.length !== 1 || !frames[0].contentDocument) return false;
-  const n = frames[0].contentDocument.querySelector(`.react-flow__node[data-id="${node}"]`);
+  const n = frames[0].contentDocument.querySelector(`.react-flow__node[data-id="${{node}}"]`);
   return !!n && (text === null || n.innerText.includes(text));
+}}"""
+
+
+def _regex(text: str | re.Pattern[str], exact: bool) -> tuple[str, str]:
+    if isinstance(text, re.Pattern):
+        return text.pattern, "i" if text.flags & re.IGNORECASE else ""
+    return ("^" + re.escape(text) + "$", "") if exact else (re.escape(text), "i")
+
+
+_STATE = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return {runs_ended: window.__ftRunsEnded, connection: app && app.getAttribute('data-test-connection-state'),
+          script: app && app.getAttribute('data-test-script-state'),
+          stale: [...document.querySelectorAll('[data-stale="true"]')].map(e => e.innerText.slice(0, 80))};
 }"""
 
 
-def idle(page: Any, timeout: int = TIMEOUT_MS) -> None:
-    """Wait until Streamlit is not running the script (its status widget is gone)."""
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+def _wait(page: Any, condition: str, arg: Any, timeout: int, what: str) -> None:
+    """``page.wait_for_function``, whose time-out says what was awaited and how the page stood."""
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=timeout, polling=100)
+    except PlaywrightTimeoutError:
+        raise AssertionError(f"waited {timeout / 1000:g} s for {what}; the page: {page.evaluate(_STATE)}") from None
+
+
+def settled(page: Any, timeout: int = TIMEOUT_MS) -> None:
+    """Wait until the app is connected, its script not running and no stale element is left."""
+    _wait(page, _SETTLED, None, timeout, "a settled page")
+
+
+def act(page: Any, action: Callable[[], Any], timeout: int = TIMEOUT_MS) -> None:
+    """Do ``action`` (a click, a key press…) that makes the script rerun; return once a run that
+    ended after the action has left the page settled. The page is settled first: an action taken
+    while a run is under way can be lost with that run."""
+    settled(page, timeout)
+    before = page.evaluate("() => window.__ftRunsEnded")
+    action()
+    _wait(page, f"n => window.__ftRunsEnded > n && ({_SETTLED})()", before, timeout,
+          f"a script run to end after the action (runs ended before it: {before})")
+
+
+def wait_text(page: Any, text: str | re.Pattern[str], exact: bool = True, timeout: int = TIMEOUT_MS) -> Any:
+    """Wait until the settled page shows exactly one live element with this text; return a locator
+    of it (``.first``: a later rerun may add a transient copy while the caller uses it)."""
+    pattern, flags = _regex(text, exact)
+    _wait(page, _ONE_TEXT, [pattern, flags], timeout, f"exactly one element with the text /{pattern}/")
+    return page.get_by_text(re.compile(pattern, re.IGNORECASE if flags else 0)).first
 
 
 def wait_node(page: Any, node_id: str, text: str | None = None, timeout: int = TIMEOUT_MS) -> None:
-    """Wait for one canvas iframe holding node ``node_id`` (whose text contains ``text``)."""
-    page.wait_for_function(_NODE_READY, arg=[CANVAS, node_id, text], timeout=timeout)
-    idle(page)
-    page.wait_for_function(_NODE_READY, arg=[CANVAS, node_id, text], timeout=timeout)
+    """Wait for a settled page with one canvas iframe holding node ``node_id`` (text containing ``text``)."""
+    _wait(page, _NODE_READY, [CANVAS, node_id, text], timeout,
+          f"one canvas holding node {node_id!r}" + (f" with {text!r}" if text else ""))
 
 
 def node_text(page: Any, node_id: str) -> str:
@@ -48,30 +141,45 @@ def drag_connect(page: Any, source: str, target: str) -> None:
     src = frame.locator(f'.react-flow__node[data-id="{source}"] .react-flow__handle.source').bounding_box()
     tgt = frame.locator(f'.react-flow__node[data-id="{target}"] .react-flow__handle.target').bounding_box()
     assert src and tgt, f"handles of {source} / {target} not found"
-    page.mouse.move(*_centre(src))
-    page.mouse.down()
-    page.mouse.move(*_centre(tgt), steps=12)
-    page.mouse.up()
+
+    def drag() -> None:
+        page.mouse.move(*_centre(src))
+        page.mouse.down()
+        page.mouse.move(*_centre(tgt), steps=12)
+        page.mouse.up()
+
+    act(page, drag)
 
 
 def click_node(page: Any, node_id: str) -> None:
     wait_node(page, node_id)
-    page.frame_locator(CANVAS).locator(f'.react-flow__node[data-id="{node_id}"]').click()
+    act(page, page.frame_locator(CANVAS).locator(f'.react-flow__node[data-id="{node_id}"]').click)
+
+
+def click_button(page: Any, name: str | re.Pattern[str]) -> None:
+    act(page, page.get_by_role("button", name=name, exact=isinstance(name, str)).click)
 
 
 def choose(page: Any, label: str, option: str | re.Pattern[str]) -> None:
-    """Pick an option of the selectbox labelled ``label``."""
+    """Pick an option of the selectbox labelled ``label`` (nothing happens when it is chosen already:
+    Streamlit does not rerun for an unchanged value)."""
+    settled(page)
     box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True))
+    shown = box.get_by_role("combobox").input_value()  # the chosen option's text
+    if option.search(shown) if isinstance(option, re.Pattern) else shown == option:
+        return
     box.click()
-    page.get_by_role("option", name=option).first.click()
-    idle(page)
+    act(page, page.get_by_role("option", name=option).first.click)
 
 
 def set_number(page: Any, label: str, value: float) -> None:
+    """Type ``value`` into the number field labelled ``label`` (nothing happens when it holds it already)."""
+    settled(page)
     field = page.get_by_label(label, exact=True)
+    if field.input_value() and float(field.input_value()) == value:
+        return
     field.fill(str(value))
-    field.press("Enter")
-    idle(page)
+    act(page, lambda: field.press("Enter"))
 
 
 def shot(page: Any, folder: Path, name: str) -> Path:
