@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from core.editor_state import Editor  # noqa: E402
 from core.spec import PipelineSpec  # noqa: E402
+from portal.editor_state import Editor  # noqa: E402
 
 TARGET_S = 0.3
 

@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
-from core.editor_state import Editor
+from portal.editor_state import Editor
 
 CANVAS_HEIGHT = 620
 

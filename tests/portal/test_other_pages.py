@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from core import zoo
-from core.runs import RunRegistry
-from core.users import default_local_user
+from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
+from schedulers.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception, editor
 
@@ -220,7 +220,7 @@ print("IMPORTED:", bad)
 def test_local_login_form_when_users_are_configured(portal_env, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from core.users import hash_password
+    from portal.users import hash_password
     from tests.portal.conftest import APP
 
     config = portal_env / "login.toml"
