@@ -1,5 +1,5 @@
 """Playwright helpers for the Streamlit portal and its streamlit-flow canvas (see
-shared/facts/streamlit-flow.md: the canvas remounts on every Python-side change, so for a moment
+docs/streamlit-flow.md: the canvas remounts on every Python-side change, so for a moment
 the page holds two canvas iframes — every helper waits until exactly one is left)."""
 
 from __future__ import annotations
