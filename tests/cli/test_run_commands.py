@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None
     reg = RunRegistry(home=home)
     [run] = reg.list_runs("tester")
     assert (run.state, run.exit_code, run.scheduler, run.framework) == (RunState.COMPLETED, 0, scheduler, "torch")
-    assert run.started is not None and run.ended is not None
+    assert run.created <= run.started <= run.ended <= time.time()  # what `status` shows as started/ended/time
+    assert run.duration == run.ended - run.started
     assert run.selection and run.selection["reasons"][0].startswith("chose torch")
     events = [m["event"] for m in reg.metrics(run.id)]
     assert events[0] == "start" and events[-1] == "end" and "train" in events

@@ -72,7 +72,8 @@ def test_state_history_with_requeue_and_final_exit_code(reg: RunRegistry) -> Non
                       log_tail="Traceback\nValueError: boom")
     run = reg.get(run_id)
     assert (run.state, run.exit_code, run.restarts, run.job_id) == (RunState.FAILED, 3, 1, "42")
-    assert run.started is not None and run.ended is not None and run.log_tail.endswith("boom")
+    # No times from the executor: the registry records when it saw the job start and end.
+    assert run.submitted <= run.started <= run.ended <= time.time() and run.log_tail.endswith("boom")
     states = [(h.state, h.detail) for h in reg.history(run_id)]
     assert [s for s, _ in states] == ["PENDING", "PENDING", "RUNNING", "RUNNING", "FAILED"]
     assert states[1][1] == "submitted as job 42"
