@@ -1,25 +1,17 @@
 """FlowTrain command line: ``python -m flowtrain COMMAND …``.
 
-Each command family lives beside the code it drives and registers its own
-sub-commands (``register(subparsers)``); this file only wires them together and
-turns the project's own errors into a message and an exit code, never a traceback.
+The commands live in the :mod:`cli` package, one module per command group, each registering its
+own sub-commands; this file only wires them together and turns the project's own errors into a
+message and an exit code, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from cli import COMMAND_MODULES
 from core.errors import FlowTrainError
-
-# Modules that contribute sub-commands, in the order `--help` lists them.
-COMMAND_MODULES = (
-    "core.cli",
-    "core.codegen_cli",
-    "schedulers.cli",
-    "core.equivalence_cli",
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,13 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="FlowTrain: one drawn pipeline, three frameworks, local or Slurm.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that command family is not built yet
-                continue
-            raise
+    for module in COMMAND_MODULES:
         module.register(subparsers)
     return parser
 

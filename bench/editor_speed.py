@@ -6,7 +6,7 @@ Runs the real ``app.py`` under Streamlit's AppTest (no browser) with a ``--nodes
 canvas (Input → Linear/ReLU/LayerNorm … → Output on the built-in iris data) and times, per case,
 the script rerun as AppTest measures it (server-side work: validation, shape inference, the canvas
 payload, every widget). Target of issue 6: < 0.3 s per rerun for 200 nodes. The browser's own
-drawing of 200 nodes (about 5 s once, see shared/facts/streamlit-flow.md) is not included.
+drawing of 200 nodes (about 5 s once, see docs/streamlit-flow.md) is not included.
 
 Cases: a plain rerun; a parameter change in the side form (new shapes → the canvas is sent again);
 a canvas event (a drag: positions only); a node added from the palette; a data-layer change.
@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from core.editor_state import Editor  # noqa: E402
 from core.spec import PipelineSpec  # noqa: E402
+from portal.editor_state import Editor  # noqa: E402
 
 TARGET_S = 0.3
 

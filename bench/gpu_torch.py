@@ -1,7 +1,7 @@
 """The GPU benchmark: generated PyTorch programs vs hand-written expert references, plus MFU.
 
 One script for a machine with one NVIDIA GPU and PyTorch (meant to finish in under 8 minutes on an
-H200). For the four models of shared/facts/performance.md — MLP 784-512-512-10 (batch 4096),
+H200). For the four models of docs/performance.md — MLP 784-512-512-10 (batch 4096),
 the pytorch/examples MNIST CNN (1024), ResNet-18 CIFAR (512) and a 4-layer d256 transformer encoder
 over 128 steps (256) — it runs the generated program with its default ("auto") speed settings and
 the expert reference (bench/reference/torch_*.py: data on the GPU, bf16 autocast, channels_last,
@@ -13,7 +13,7 @@ samples/s, generated ÷ reference and the generated program's TFLOP/s and MFU
     python bench/gpu_torch.py --prepare DIR        # only generate the programs into DIR (any machine)
     python bench/gpu_torch.py --from DIR           # only run what --prepare wrote (needs torch + numpy)
 
-Targets (performance.md, expert rows): ResNet-18 CIFAR ≥ 32,600 samples/s and 13.7% MFU.
+Targets (docs/performance.md, expert rows): ResNet-18 CIFAR ≥ 32,600 samples/s and 13.7% MFU.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What the data layer yields per sample, known without reading the data.
 
 The built-in datasets ship with scikit-learn, so their sizes are facts; for files,
-the extractor's probe (:mod:`core.dataprobe`) records ``size`` and ``sample_shape`` in
-the spec. From either, :func:`model_input` derives the tensor the model receives
-after preprocessing, which the validator compares with the Input node.
+the portal's data probe records ``size`` and ``sample_shape`` in the spec. From either,
+:func:`model_input` derives the tensor the model receives after preprocessing, which the
+validator compares with the Input node.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The extractor: the editor's state (flow canvas + data and training forms) → a PipelineSpec.
 
 It reads the flow state exactly as the streamlit-flow component returns it (see
-``shared/facts/streamlit-flow.md``), which is messier than a spec:
+``docs/streamlit-flow.md``), which is messier than a spec:
 
 - nodes created from the canvas' pane menu carry only ``data.content`` (no op, no params);
 - edges can dangle after a node was deleted in the browser — they are dropped, and said so;

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from core.frameworks import FRAMEWORKS
+
 SCHEMA_VERSION = 1
 
 # Ids end up in error messages, file names and (as comments) in generated code.
@@ -256,8 +258,12 @@ class PerformanceSpec(Strict):
     xla: Switch = "auto"
 
 
+# "auto" or one of the frameworks (built from the one list, so a new framework needs no edit here).
+FrameworkChoice = Literal[("auto", *FRAMEWORKS)]  # type: ignore[valid-type]
+
+
 class TrainingSpec(Strict):
-    framework: Literal["auto", "torch", "keras", "paddle"] = "auto"
+    framework: FrameworkChoice = "auto"
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     epochs: Annotated[int, Field(ge=1, le=100_000)] = 10
     samples_per_epoch: Annotated[int, Field(ge=1)] | None = None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core import users
-from core.config import Settings
-from core.users import AccessError
+from portal import users
 from portal.session import USER_KEY
+from portal.users import AccessError
+from settings import Settings
 
 
 def sign_in(settings: Settings) -> str:

@@ -1,6 +1,6 @@
 """The streamlit-flow canvas, rendered so that Python-side edits are never lost (the stale-state race).
 
-See ``shared/facts/streamlit-flow.md``: every Python-side change is sent under a new key
+See ``docs/streamlit-flow.md``: every Python-side change is sent under a new key
 (``canvas-{version}``, which remounts the iframe) with a fresh timestamp, and a value read back
 under the current key is applied once. :func:`read_event` runs at the top of the page (before
 anything is drawn from the document) and :func:`draw` where the canvas belongs.
@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
-from core.editor_state import Editor
+from portal.editor_state import Editor
 
 CANVAS_HEIGHT = 620
 

@@ -11,11 +11,12 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.config import Settings
-from core.editor_state import Editor
 from core.errors import FlowTrainError, SpecError
-from portal.runs_view import executors_for, scheduler_settings
+from core.frameworks import FRAMEWORKS
+from portal.editor_state import Editor
+from portal.runs_view import executors_for
 from schedulers.base import SchedulerError
+from settings import Settings
 
 
 def usage_rows(util: dict[str, Any]) -> list[dict[str, Any]]:
@@ -80,7 +81,7 @@ def utilisation_section(settings: Settings, executors: Any) -> None:
 def _discover(settings: Settings, refresh: bool) -> Any:
     from schedulers.discovery import discover
 
-    return discover(scheduler_settings(settings).environments, refresh=refresh)
+    return discover(settings.environments, refresh=refresh)
 
 
 def frameworks_section(settings: Settings) -> list[Any] | None:
@@ -97,7 +98,7 @@ def frameworks_section(settings: Settings) -> list[Any] | None:
     rows = []
     for rep in reports:
         env = rep.environment
-        for fw in ("torch", "keras", "paddle"):
+        for fw in FRAMEWORKS:
             info = rep.frameworks.get(fw)
             rows.append({"environment": env.name, "partitions": ", ".join(env.partitions) or "all",
                          "framework": fw, "installed": bool(info and info.installed),
@@ -122,7 +123,7 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
         return
     with st.spinner("Choosing…"):
         try:
-            sel = plan(spec, scheduler=settings.scheduler, executors=executors, settings=scheduler_settings(settings),
+            sel = plan(spec, scheduler=settings.scheduler, executors=executors, settings=settings,
                        reports=reports)
         except (FlowTrainError, SchedulerError) as err:
             st.error(str(err))

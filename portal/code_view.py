@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.editor_state import Editor
 from core.errors import FlowTrainError, SpecError
 from core.mapping.base import FRAMEWORKS, support_table
+from portal.editor_state import Editor
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENCE_TIMEOUT_S = 900

@@ -1,6 +1,6 @@
 """The editor page's three layers (data, graph, training) and its toolbar.
 
-Drawing only: every edit goes through :class:`core.editor_state.Editor`, which is unit-tested.
+Drawing only: every edit goes through :class:`portal.editor_state.Editor`, which is unit-tested.
 """
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from core import datasets, users, zoo
-from core.config import Settings
-from core.editor_state import Editor, is_multi_input, new_step, step_catalogue
+from core import datasets, zoo
 from core.errors import FlowTrainError, Problem, SpecError
+from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY
-from portal import canvas
+from portal import canvas, dataprobe, users
+from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
 from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
 from portal.session import reset_widgets
+from settings import Settings
 
 MAX_PROBLEMS_SHOWN = 25
 MAX_FILES_LISTED = 300
@@ -115,11 +116,6 @@ def _set_source(ed: Editor, source: str, settings: Settings, user: str) -> None:
 def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     """Detect format, size and sample shape of the data source and record them in the data layer."""
     source = ed.doc["data"]["source"]
-    try:
-        from core import dataprobe
-    except ModuleNotFoundError:
-        st.session_state["editor.probe"] = ("warning", "format detection is not available in this installation")
-        return
     try:
         roots = users.data_roots(user, settings)
         result = dataprobe.probe(source, roots, target=ed.doc["data"].get("target") or "label")
@@ -424,7 +420,7 @@ def training_layer(ed: Editor) -> None:
     with c2:
         st.markdown("**Loop**")
         field_input(ed, "training", ("framework",), "Framework", kind="select",
-                    options=["auto", "torch", "keras", "paddle"],
+                    options=["auto", *FRAMEWORKS],
                     help="auto: the selector chooses from what is installed and free (Cluster page).")
         field_input(ed, "training", ("epochs",), "Epochs", min_value=1, max_value=100_000)
         field_input(ed, "training", ("samples_per_epoch",), "Samples per epoch (0 = all)", kind="optional_int")

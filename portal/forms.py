@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from core.editor_state import Editor, StepField, format_param, format_step_value, parse_param, parse_step_value
 from core.ops import Param
+from portal.editor_state import Editor, StepField, format_param, format_step_value, parse_param, parse_step_value
 
 PARAM_PREFIX = "param."
 FIELD_PREFIXES = ("data.", "training.", "meta.", "step.")

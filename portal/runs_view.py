@@ -1,6 +1,6 @@
 """The runs page: submit the current pipeline, list the user's runs, follow one live, compare several.
 
-Everything goes through the run registry (:mod:`core.runs`) and :mod:`schedulers.launch`; the
+Everything goes through the run registry (:mod:`schedulers.runs`) and :mod:`schedulers.launch`; the
 registry is asked with the signed-in user, so nobody sees or cancels another user's run.
 """
 
@@ -16,12 +16,12 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.config import Settings
-from core.editor_state import Editor
 from core.errors import FlowTrainError, SpecError
-from core.runs import Run, RunNotFound, RunRegistry
 from portal.curves import curve_rows, last_values, metrics_present, progress
+from portal.editor_state import Editor
 from schedulers.base import RunState, SchedulerError
+from schedulers.runs import Run, RunNotFound, RunRegistry
+from settings import Settings
 
 REFRESH_S = 2.0
 MAX_LISTED = 500
@@ -43,12 +43,6 @@ def executors_for(home: str) -> Any:
     from schedulers.launch import Executors
 
     return Executors(home)
-
-
-def scheduler_settings(settings: Settings) -> Any:
-    from schedulers.environments import load_settings
-
-    return load_settings(settings.environments_file)
 
 
 def duration(seconds: float | None) -> str:
@@ -74,14 +68,13 @@ def _do_submit(spec: Any, settings: Settings, user: str, framework: str, registr
     with st.status("Submitting the pipeline…", expanded=True) as status:
         try:
             status.write("Choosing the framework and partition (installed frameworks, free resources)…")
-            env_settings = scheduler_settings(settings)
             selection = plan(spec, scheduler=settings.scheduler, framework=framework, executors=executors,
-                             settings=env_settings)
+                             settings=settings)
             if selection.reasons:
                 status.write(selection.reasons[0])
             status.write("Generating the training program and submitting it…")
             run = submit_run(spec, registry=registry, user=user, scheduler=settings.scheduler, framework=framework,
-                             executors=executors, selection=selection, settings=env_settings)
+                             executors=executors, selection=selection, settings=settings)
         except (FlowTrainError, SchedulerError) as err:
             status.update(label="Submission failed", state="error")
             st.error(str(err))

@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import streamlit as st
 
-from core.config import CONFIG_ENV, HOME_ENV, Settings, load_settings
-from core.editor_state import Editor
+from portal.editor_state import Editor
+from settings import Settings, load_settings
 
 EDITOR_KEY = "portal.editor"
 USER_KEY = "portal.user"
-_ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
-
-
-@st.cache_resource(show_spinner=False)
-def _settings_for(config: str | None, home: str | None, mtime: float | None) -> Settings:
-    settings = load_settings()
-    # The executors and the CLI read these variables: make every part of the portal agree.
-    os.environ[HOME_ENV] = str(settings.home)
-    if settings.environments_file is not None:
-        os.environ[_ENVIRONMENTS_ENV] = str(settings.environments_file)
-    return settings
 
 
 def settings() -> Settings:
-    """The portal's settings (re-read when the file named by FLOWTRAIN_CONFIG changes)."""
-    config = os.environ.get(CONFIG_ENV) or None
-    mtime = None
-    if config:
-        try:
-            mtime = Path(config).stat().st_mtime
-        except OSError:
-            mtime = None
-    return _settings_for(config, os.environ.get(HOME_ENV) if not config else None, mtime)
+    """The portal's settings, read afresh on every rerun (two small files): a change to the settings
+    or environments file, or to a ``FLOWTRAIN_*`` variable, counts at the next interaction, and the
+    portal, the executors and the command line resolve them the same way (:mod:`settings`)."""
+    return load_settings()
 
 
 def editor() -> Editor:

@@ -1,7 +1,9 @@
 """The executor interface shared by the local and Slurm backends.
 
 Kept deliberately small (after submitit): an executor submits a prepared run
-directory, reports the state of a job, cancels it and says where its log is.
+directory, reports the state of its jobs (one or many at once), cancels a job, says
+when it started and ended and where its log is. :class:`Executor` lists everything the
+run registry (:mod:`schedulers.runs`) calls, and every backend implements all of it.
 Everything a backend reports is translated into one :class:`RunState` model so
 that the registry and the portal never see backend-specific strings.
 """
@@ -9,6 +11,7 @@ that the registry and the portal never see backend-specific strings.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -90,6 +93,13 @@ class Executor(Protocol):
 
     def status(self, job_id: str) -> JobStatus:
         """Current state of a job."""
+
+    def statuses(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
+        """Current states of many jobs, asked in one go (one ``squeue``, one pass over the state files)."""
+
+    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
+        """(started, ended) as the backend recorded them; ``None`` where it keeps no such time (the
+        registry then records when it saw the change)."""
 
     def cancel(self, job_id: str) -> None:
         """Ask the backend to stop the job."""

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.frameworks import FRAMEWORKS
 from schedulers.base import SchedulerError
-from schedulers.environments import FRAMEWORK_NAMES, Environment, flowtrain_home, load_environments
+from settings import Environment, flowtrain_home, load_settings
 
 DEFAULT_TTL_S = 3600.0
 DEFAULT_TIMEOUT_S = 120.0
@@ -37,6 +38,8 @@ import json, sys, time
 name = sys.argv[1]
 t0 = time.perf_counter()
 info = {"name": name, "python_version": sys.version.split()[0]}
+# The distributions a framework is: only their absence means "not installed".
+OWN = {"torch": {"torch"}, "keras": {"tensorflow", "keras"}, "paddle": {"paddle"}}
 try:
     if name == "torch":
         import torch
@@ -62,12 +65,17 @@ try:
         info["cuda_version"] = paddle.version.cuda() if cuda else None
         info["gpus_visible"] = paddle.device.cuda.device_count() if cuda else 0
     else:
-        raise ImportError("unknown framework " + repr(name))
+        raise ValueError("unknown framework " + repr(name))
     info["installed"] = True
-except ImportError as exc:
+except ModuleNotFoundError as exc:
     info["installed"] = False
-    info["error"] = type(exc).__name__ + ": " + str(exc)
-except Exception as exc:  # installed but broken: say so, do not crash the probe
+    missing = (exc.name or "").split(".")[0]
+    if missing in OWN.get(name, ()):
+        info["error"] = "ModuleNotFoundError: " + str(exc)
+    else:  # the framework is there but one of its own dependencies is not: say which
+        info["error"] = ("import failed: " + name + " is installed but needs the missing module "
+                         + repr(exc.name) + " (ModuleNotFoundError: " + str(exc) + ")")
+except Exception as exc:  # installed but broken (ImportError of a library, …): say so, do not crash
     info["installed"] = False
     info["error"] = "import failed: " + type(exc).__name__ + ": " + str(exc)
 info["seconds"] = round(time.perf_counter() - t0, 3)
@@ -203,14 +211,14 @@ def probe_framework_srun(env: Environment, framework: str, timeout_s: float = DE
 def _configured(env: Environment) -> EnvironmentReport:
     """The frameworks the configuration declares (``env.frameworks`` is set), no probe."""
     infos = {name: FrameworkInfo(name, installed=False, source="config", error="not listed in the configuration")
-             for name in FRAMEWORK_NAMES}
+             for name in FRAMEWORKS}
     for name, o in (env.frameworks or {}).items():
         infos[name] = FrameworkInfo(name, installed=True, version=o.version, device=o.device, source="config")
     return EnvironmentReport(env, infos, probed_at=time.time())
 
 
 def probe_environment(env: Environment, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      frameworks: Sequence[str] = FRAMEWORK_NAMES, commands: Any = None) -> EnvironmentReport:
+                      frameworks: Sequence[str] = FRAMEWORKS, commands: Any = None) -> EnvironmentReport:
     """Probe every framework of one environment, each in its own process, all at once."""
     if env.frameworks is not None:
         return _configured(env)
@@ -229,8 +237,9 @@ def probe_environment(env: Environment, timeout_s: float = DEFAULT_TIMEOUT_S,
 
 
 def _is_not_installed(info: FrameworkInfo) -> bool:
-    """A plain "module not found" is an answer; a timeout or a crash is a failure of the probe."""
-    return info.error.startswith(("ModuleNotFoundError", "ImportError"))
+    """The framework's own module missing is an answer; anything else (a missing dependency, a
+    library that does not load, a timeout, a crash) is a failure that the report names."""
+    return info.error.startswith("ModuleNotFoundError")
 
 
 # --------------------------------------------------------------------------- cache
@@ -299,7 +308,7 @@ def discover(
     Probes that failed (timeout, crash, Slurm unreachable) are not cached, so the next call tries
     again; "not installed" answers are.
     """
-    envs = list(load_environments() if environments is None else environments)
+    envs = list(load_settings().environments if environments is None else environments)
     ttl = _ttl() if ttl_s is None else ttl_s
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     cache = _load_cache(path)

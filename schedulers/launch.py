@@ -2,7 +2,7 @@
 
 The one path both the CLI (``python -m flowtrain run``) and the portal use::
 
-    registry = RunRegistry()
+    registry = RunRegistry()                                  # under settings.flowtrain_home()
     executors = Executors(registry.home)
     run = submit_run(spec, registry=registry, user="alice", scheduler="slurm", executors=executors)
     run = wait_for_run(registry, run.id, executors)          # or registry.reconcile(executors) now and then
@@ -19,15 +19,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.runs import Run, RunRegistry, StateChange, default_home
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
-from schedulers.environments import SCHEDULERS, Settings, default_scheduler, load_settings
 from schedulers.local import LocalExecutor
+from schedulers.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.utilisation import PartitionUtilisation
+from settings import SCHEDULERS, Settings, load_settings
 
 
 class Executors(Mapping[str, Executor]):
@@ -75,12 +75,15 @@ def utilisation_for(scheduler: str, executors: Executors) -> dict[str, Partition
         if not isinstance(local, LocalExecutor):
             raise SchedulerError(f"the local executor is a {type(local).__name__}; it cannot report utilisation")
         return {LOCAL_PARTITION: local.utilisation()}
+    from schedulers.slurm.commands import SlurmCommands
     from schedulers.slurm.executor import SlurmExecutor
     from schedulers.utilisation import slurm_utilisation
 
+    # Nodes and partitions are read with Slurm's commands whichever transport submits the jobs
+    # (``SLURM_CONF`` names the cluster for both; pyslurm sets it when it loads).
     slurm = executors["slurm"]
-    commands = slurm.commands if isinstance(slurm, SlurmExecutor) else None
-    return slurm_utilisation(commands)
+    transport = slurm.commands if isinstance(slurm, SlurmExecutor) else None
+    return slurm_utilisation(transport if isinstance(transport, SlurmCommands) else None)
 
 
 def plan(
@@ -100,10 +103,10 @@ def plan(
     as a preference); a framework name is required, not preferred.
     """
     settings = settings or load_settings()
-    scheduler = scheduler or default_scheduler(settings)
+    scheduler = scheduler or settings.scheduler
     if scheduler not in SCHEDULERS:
         raise SchedulerError(f"unknown scheduler {scheduler!r}; expected {' or '.join(SCHEDULERS)}")
-    executors = executors or Executors(default_home())
+    executors = executors or Executors(settings.home)
     if reports is None:
         reports = discover(settings.environments, refresh=refresh)
     util = utilisation_for(scheduler, executors)
@@ -132,7 +135,7 @@ def submit_run(
     from core.codegen import generate
 
     settings = settings or load_settings()
-    scheduler = scheduler or default_scheduler(settings)
+    scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     analysis = validate(spec)
     selection = (selection or plan(spec, scheduler=scheduler, framework=framework, analysis=analysis,

@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from typing import Any
 import psutil
 
 from schedulers.base import JobRequest, JobStatus, Resources, RunState, SchedulerError
-from schedulers.environments import flowtrain_home
+from settings import flowtrain_home
 
 REPO = Path(__file__).resolve().parents[1]
 LOG_NAME = "run.log"
@@ -187,7 +187,7 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 class LocalExecutor:
     """Subprocesses on this machine, queued by CPUs/GPUs; state in files so restarts lose nothing.
 
-    ``state_dir``: where job records live (default ``$FLOWTRAIN_HOME/local``). ``python``: the
+    ``state_dir``: where job records live (default ``<home>/local``, :func:`settings.flowtrain_home`). ``python``: the
     interpreter of the execution environment (default this one). ``cpus``/``gpus``: the capacity
     (default: the CPUs this process may use, the GPUs ``nvidia-smi`` lists). ``kick``: let a job's
     wrapper start queued jobs when it ends (off only in tests that check the portal-side path).
@@ -336,7 +336,8 @@ class LocalExecutor:
             self._schedule()
             return self._all()
 
-    def statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
+    def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        job_ids = list(job_ids)
         by_id = {j.job_id: j for j in self.poll()}
         missing = [j for j in job_ids if j not in by_id]
         if missing:

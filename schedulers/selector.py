@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.errors import FlowTrainError, Problem
+from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
 from schedulers.base import Resources
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
-from schedulers.environments import FRAMEWORK_NAMES
 from schedulers.utilisation import PartitionUtilisation
 
 LOCAL_PARTITION = "local"
@@ -213,21 +213,21 @@ def select(
     """
     if analysis is None:
         analysis = validate(spec)
-    if require is not None and require not in FRAMEWORK_NAMES:
-        raise NoFeasibleTarget(f"framework {require!r} is unknown; choose one of {', '.join(FRAMEWORK_NAMES)} or auto")
+    if require is not None and require not in FRAMEWORKS:
+        raise NoFeasibleTarget(f"framework {require!r} is unknown; choose one of {', '.join(FRAMEWORKS)} or auto")
     if preferred is None and spec.training.framework != "auto":
         preferred = spec.training.framework
     res = resources_from_spec(spec)
     gpus, cpus, mem = _per_node(res)
     want_partition = spec.training.resources.partition if scheduler != "local" else None
     check = support or _default_support
-    unsupported = {fw: [_short(p) for p in check(analysis, fw)] for fw in FRAMEWORK_NAMES}
+    unsupported = {fw: [_short(p) for p in check(analysis, fw)] for fw in FRAMEWORKS}
 
     candidates: list[Candidate] = []
     for part_name in sorted(utilisation):
         util = utilisation[part_name]
         problem = _fit_problem(util, res)
-        for fw in FRAMEWORK_NAMES:
+        for fw in FRAMEWORKS:
             best = _best_env(fw, part_name, reports, scheduler, want_cuda=gpus > 0)
             info = best[1] if best else None
             excluded = ""
@@ -250,7 +250,7 @@ def select(
                 preferred=fw == preferred, allowed=not excluded,
             ))
 
-    order = {fw: i for i, fw in enumerate(FRAMEWORK_NAMES)}
+    order = {fw: i for i, fw in enumerate(FRAMEWORKS)}
 
     def key(c: Candidate) -> tuple[Any, ...]:
         # Ties: GPU jobs go where most GPUs are idle; CPU jobs to the default partition, then where

@@ -11,7 +11,7 @@
 # Everything lives under ${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}. Nodes n[1-4] all
 # run on this host (Debian's Slurm is built with MULTIPLE_SLURMD), each claims 8 CPUs, 16000 MB
 # and 4 fake GPUs (symlinks to /dev/null). Partitions: cpu (n1-n2, default) and gpu (n1-n4).
-# Why each setting is there: see shared/facts/slurm.md. Must run as root (slurmd does).
+# Why each setting is there: see docs/devcluster.md. Must run as root (slurmd does).
 set -euo pipefail
 
 STATE_DIR="${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}"

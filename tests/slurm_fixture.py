@@ -19,13 +19,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from schedulers.slurm.commands import SlurmCommands
+from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 DEVCLUSTER = REPO / "scripts" / "devcluster.sh"
@@ -38,10 +39,37 @@ RESUMABLE_REASONS = (TEST_REASON, "Duplicate jobid", "Kill task failed")
 LOCK_TIMEOUT_S = 1200.0
 
 
+def scontrol_update(cmds: SlurmCommands, target: str, fields: Mapping[str, str]) -> None:
+    """``scontrol update TARGET key=value …``: what a test (not FlowTrain) does to the cluster."""
+    cmds.run(["scontrol", "update", target, *(f"{key}={value}" for key, value in fields.items())])
+
+
 @dataclass(frozen=True)
 class DevCluster:
+    """The running dev cluster, and the administrator's actions tests take on it (drain and down
+    nodes, requeue jobs): FlowTrain itself never does these, so they live here, not in schedulers/."""
+
     slurm_conf: str
     commands: SlurmCommands
+
+    def update_node(self, nodes: str, **fields: str) -> None:
+        """``scontrol update nodename=NODES …`` (e.g. ``State="drain", Reason="…"``)."""
+        scontrol_update(self.commands, f"nodename={nodes}", fields)
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        """``scontrol update jobid=ID …`` (e.g. ``StartTime="now"``: Slurm holds a requeued job ~120 s)."""
+        scontrol_update(self.commands, f"jobid={job_id}", fields)
+
+    def requeue_now(self, job_id: str, timeout_s: float = 30.0) -> None:
+        """``scontrol requeue`` a running ``--requeue`` job and let it start again at once.
+
+        Waits until the old run has been cleaned up (the controller shows the job COMPLETING meanwhile,
+        and a start time set then is overwritten), then sets its start time to now.
+        """
+        self.commands.run(["scontrol", "requeue", job_id])
+        wait_until(lambda: (job := self.commands.show_job(job_id)) is not None and job.slurm_state == "PENDING",
+                   timeout=timeout_s, message=f"job {job_id} to be PENDING after the requeue")
+        self.update_job(job_id, StartTime="now")
 
 
 def in_ci() -> bool:
@@ -67,7 +95,7 @@ def _tidy(cmds: SlurmCommands) -> None:
             cmds.scancel(job.job_id)
     for node in cmds.nodes():
         if not node.available and node.reason.startswith(RESUMABLE_REASONS):
-            cmds.update_node(node.name, State="resume")
+            scontrol_update(cmds, f"nodename={node.name}", {"State": "resume"})
 
 
 def _lock(path: Path) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.codegen_cli import support_markdown
+from cli.codegen import support_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

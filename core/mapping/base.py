@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import Problem
+from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY as OPS
 from core.validate import Analysis, NodeInfo
-
-FRAMEWORKS = ("torch", "keras", "paddle")
 
 
 def literal(value: Any) -> str:

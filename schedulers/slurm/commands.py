@@ -349,30 +349,6 @@ def nodes_from_sinfo_json(doc: Mapping[str, Any]) -> list[SlurmNode]:
     return nodes
 
 
-def node_from_scontrol(fields: Mapping[str, str]) -> SlurmNode:
-    """Fields of ``scontrol -d -o show node`` → :class:`SlurmNode` (``State=IDLE+DRAIN``)."""
-    if "NodeName" not in fields:
-        raise ValueError(f"not a scontrol node record (no NodeName): {dict(fields)!r}")
-    words = fields.get("State", "UNKNOWN").split("+")
-    base = words[0].rstrip("*~#!%$@^-").lower()
-    flags = [w.upper() for w in words[1:]]
-    if words[0].endswith("*"):
-        flags.append("NOT_RESPONDING")
-    return SlurmNode(
-        name=fields["NodeName"],
-        partitions=tuple(p for p in _null(fields.get("Partitions")).split(",") if p),
-        state={"alloc": "allocated", "mix": "mixed"}.get(base, base),
-        flags=tuple(dict.fromkeys(flags)),
-        cpus=_int(fields.get("CPUTot")),
-        alloc_cpus=_int(fields.get("CPUAlloc")),
-        memory_mb=_int(fields.get("RealMemory")),
-        alloc_memory_mb=_int(fields.get("AllocMem")),
-        gpus=count_gres(fields.get("Gres", "")),
-        alloc_gpus=count_gres(fields.get("GresUsed", "")),
-        reason=_null(fields.get("Reason")),
-    )
-
-
 @dataclass(frozen=True)
 class SlurmPartition:
     """One partition from ``scontrol -o show partition``."""
@@ -430,12 +406,6 @@ def _validate_job_id(job_id: str) -> str:
     if not re.fullmatch(r"\d+(_\d+)?", str(job_id)):
         raise SchedulerError(f"invalid Slurm job id {job_id!r}; expected digits like '123'")
     return str(job_id)
-
-
-def _validate_word(kind: str, value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", value):
-        raise SchedulerError(f"invalid {kind} {value!r}; expected letters, digits, '_', '.', '-', ',' or a [range]")
-    return value
 
 
 @dataclass(frozen=True)
@@ -572,11 +542,6 @@ class SlurmCommands:
     def nodes(self) -> list[SlurmNode]:
         return nodes_from_sinfo_json(self.sinfo_json())
 
-    def show_nodes(self) -> list[SlurmNode]:
-        """``scontrol -d -o show node`` (text form; ``GresUsed`` per node)."""
-        out = self.run(["scontrol", "-d", "-o", "show", "node"]).stdout
-        return [node_from_scontrol(parse_scontrol_line(ln)) for ln in out.splitlines() if ln.strip()]
-
     def partitions(self) -> list[SlurmPartition]:
         return partitions_from_scontrol(self.run(["scontrol", "-o", "show", "partition"]).stdout)
 
@@ -605,10 +570,10 @@ class SlurmCommands:
 
     # -- acting ----------------------------------------------------------------------------------
 
-    def sbatch(self, script: Path, *, cwd: Path | None = None, extra_args: Sequence[str] = ()) -> str:
+    def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script; return the job id."""
         proc = self.run(
-            ["sbatch", "--parsable", *extra_args, str(script)],
+            ["sbatch", "--parsable", str(script)],
             cwd=cwd,
             clean_job_env=True,
             hint="check the #SBATCH lines in " + str(script) + " against `sinfo` (partition, GPUs, memory)",
@@ -618,34 +583,5 @@ class SlurmCommands:
         except ValueError as exc:
             raise SchedulerError(str(exc)) from exc
 
-    def scancel(self, job_id: str, signal: str | None = None) -> None:
-        args = ["scancel"]
-        if signal:
-            args.append("--signal=" + _validate_word("signal", signal))
-        self.run([*args, _validate_job_id(job_id)])
-
-    def requeue(self, job_id: str) -> None:
-        """``scontrol requeue``: the job goes back to PENDING (eligible again after ~120 s)."""
-        self.run(
-            ["scontrol", "requeue", _validate_job_id(job_id)],
-            hint="only batch jobs submitted with --requeue (or JobRequeue=1) can be requeued",
-        )
-
-    def update_job(self, job_id: str, **fields: str) -> None:
-        """``scontrol update jobid=ID key=value …`` (e.g. ``starttime="now"``)."""
-        self.run(["scontrol", "update", f"jobid={_validate_job_id(job_id)}", *_kv(fields)])
-
-    def update_node(self, nodes: str, **fields: str) -> None:
-        """``scontrol update nodename=NODES key=value …`` (e.g. ``state="drain", reason="…"``)."""
-        self.run(["scontrol", "update", f"nodename={_validate_word('node list', nodes)}", *_kv(fields)])
-
-
-def _kv(fields: Mapping[str, str]) -> list[str]:
-    out = []
-    for key, value in fields.items():
-        if not re.fullmatch(r"[A-Za-z]+", key):
-            raise SchedulerError(f"invalid scontrol field name {key!r}; expected letters only")
-        if "\n" in str(value):
-            raise SchedulerError(f"scontrol field {key} must be one line, got {value!r}")
-        out.append(f"{key}={value}")
-    return out
+    def scancel(self, job_id: str) -> None:
+        self.run(["scancel", _validate_job_id(job_id)])

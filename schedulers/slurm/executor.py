@@ -1,16 +1,16 @@
-"""The Slurm executor: :class:`~schedulers.base.Executor` over the commands transport."""
+"""The Slurm executor: :class:`~schedulers.base.Executor` over a :class:`~schedulers.slurm.transport.SlurmTransport`."""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from schedulers.base import JobRequest, JobStatus, RunState, SchedulerError
-from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, START_HINT, SlurmCommands, SlurmJob
-from schedulers.slurm.pyslurm_transport import PyslurmTransport, choose_transport
+from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmJob
+from schedulers.slurm.pyslurm_transport import choose_transport
 from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
+from schedulers.slurm.transport import SlurmTransport
 
 
 class SlurmExecutor:
@@ -32,10 +32,10 @@ class SlurmExecutor:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         requeue: bool = True,
         signal: str | None = DEFAULT_SIGNAL,
-        commands: SlurmCommands | PyslurmTransport | None = None,
+        commands: SlurmTransport | None = None,
     ) -> None:
         # pyslurm where it is installed and matches the cluster, else Slurm's own commands.
-        self.commands = commands or choose_transport(slurm_conf, timeout_s=timeout_s)[0]
+        self.commands: SlurmTransport = commands or choose_transport(slurm_conf, timeout_s=timeout_s)[0]
         self.python = python or sys.executable
         self.requeue_on_failure = requeue
         self.signal = signal
@@ -70,6 +70,19 @@ class SlurmExecutor:
             return
         self.commands.scancel(job_id)
 
+    def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """Many jobs with one ``squeue --json`` call (plus sacct for those that aged out)."""
+        wanted = [str(j) for j in job_ids]
+        if not wanted:
+            return {}
+        live = self.commands.squeue_jobs()
+        return {j: (live[j] if j in live else self.job(j)).to_status() for j in wanted}
+
+    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
+        """``(None, None)``: the job records read here carry no start/end times, so the registry keeps
+        the times at which it saw the job start and end (within one reconcile interval)."""
+        return None, None
+
     def log_path(self, job_id: str) -> Path | None:
         """``<run dir>/slurm-<id>.out`` for jobs this executor (or an earlier one) submitted."""
         if job_id in self._log_paths:
@@ -103,45 +116,5 @@ class SlurmExecutor:
             partition="",
         )
 
-    def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
-        """Many jobs with one ``squeue --json`` call (plus sacct for those that aged out)."""
-        wanted = [str(j) for j in job_ids]
-        if not wanted:
-            return {}
-        live = self.commands.squeue_jobs()
-        return {j: (live[j] if j in live else self.job(j)).to_status() for j in wanted}
-
-    def requeue(self, job_id: str, *, start_now: bool = False, timeout_s: float = 30.0) -> None:
-        """Put a running ``--requeue`` job back in the queue.
-
-        Slurm holds a requeued job for ~120 s (``Reason=BeginTime``). ``start_now`` lifts that: it
-        waits (up to ``timeout_s``) until the old run has been cleaned up — the controller shows the
-        job COMPLETING meanwhile, and a start time set then is overwritten — and sets it to now.
-        """
-        self.commands.requeue(job_id)
-        if not start_now:
-            return
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.commands.show_job(job_id)
-            if job is not None and job.slurm_state == "PENDING":
-                break
-            if time.monotonic() >= deadline:
-                seen = job.slurm_state if job else "unknown to the controller"
-                raise SchedulerError(
-                    f"job {job_id} was requeued but is {seen} after {timeout_s:g} s, not PENDING; "
-                    f"start it later with: scontrol update jobid={job_id} starttime=now"
-                )
-            time.sleep(0.1)
-        self.commands.update_job(job_id, StartTime="now")
-
     def reachable(self, timeout_s: float = 5.0) -> bool:
         return self.commands.ping(timeout_s=timeout_s)
-
-    def check_reachable(self, timeout_s: float = 5.0) -> None:
-        """Raise a :class:`SchedulerError` saying how to fix it when the controller does not answer."""
-        if not self.reachable(timeout_s):
-            raise SchedulerError(
-                f"Slurm controller unreachable at SLURM_CONF={self.commands.conf_text} "
-                f"(`scontrol ping` did not report it UP within {timeout_s:g} s); {START_HINT}"
-            )

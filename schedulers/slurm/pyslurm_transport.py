@@ -1,7 +1,7 @@
 """The pyslurm transport: Slurm driven through its C API (libslurm) via pyslurm 25.11.
 
-Same methods and return types as :class:`~schedulers.slurm.commands.SlurmCommands` where
-:class:`~schedulers.slurm.executor.SlurmExecutor` uses them, so either can sit behind the executor.
+Implements :class:`~schedulers.slurm.transport.SlurmTransport`, as the commands transport does, so
+either can sit behind :class:`~schedulers.slurm.executor.SlurmExecutor`.
 :func:`choose_transport` picks one: pyslurm when ``import pyslurm`` works and its ``MAJOR.MINOR``
 equals the cluster's Slurm release (pyslurm is built against one Slurm major release and talks to
 no other), the commands transport otherwise. ``FLOWTRAIN_SLURM_TRANSPORT=commands|pyslurm|auto``
@@ -12,12 +12,12 @@ everywhere. Its API as used here was read from PySlurm/pyslurm's sources:
 
 - ``pyslurm/__init__.py``: ``version()`` returns ``__version__`` ("25.11.0": Slurm major + patch).
 - ``pyslurm/core/job/job.pyx``: ``Job.load(job_id)``, ``Jobs.load()`` (a multi-cluster map with
-  ``.values()``), ``Job(job_id).cancel()`` / ``.requeue()`` / ``.modify(JobSubmitDescription)``;
+  ``.values()``), ``Job(job_id).cancel()``;
   attributes ``id``, ``name``, ``state``, ``state_reason``, ``requeue_count``, ``allocated_nodes``,
   ``partition``, ``exit_code``, ``exit_code_signal``, ``standard_output``, ``working_directory``.
 - ``pyslurm/core/job/submission.pyx``: ``JobSubmitDescription(script=..., working_directory=...,
   environment=...)``, ``.load_sbatch_options()`` (reads the ``#SBATCH`` lines: without it they are
-  ignored), ``.submit() -> int``; ``begin_time`` for updates.
+  ignored), ``.submit() -> int``.
 - ``pyslurm/core/error.pyx``: ``RPCError`` with ``errno`` and ``msg``.
 
 Finished jobs that slurmctld has forgotten are looked up with ``sacct`` through the commands
@@ -47,6 +47,7 @@ from schedulers.slurm.commands import (
     _validate_job_id,
     map_job_state,
 )
+from schedulers.slurm.transport import SlurmTransport
 
 ENV_VAR = "FLOWTRAIN_SLURM_TRANSPORT"
 MODES = ("auto", "commands", "pyslurm")
@@ -241,39 +242,13 @@ class PyslurmTransport:
         jid = int(_validate_job_id(job_id).split("_", 1)[0])
         self._call(f"cancel of job {jid}", lambda: self._mod.Job(jid).cancel())
 
-    def requeue(self, job_id: str) -> None:
-        jid = int(_validate_job_id(job_id).split("_", 1)[0])
-        self._call(
-            f"requeue of job {jid} (only --requeue batch jobs can be requeued)",
-            lambda: self._mod.Job(jid).requeue(),
-        )
-
-    _UPDATABLE = {"starttime": "begin_time", "timelimit": "time_limit", "priority": "priority"}
-
-    def update_job(self, job_id: str, **fields: str) -> None:
-        """``StartTime``/``TimeLimit``/``Priority`` (scontrol names) through ``Job.modify``."""
-        jid = int(_validate_job_id(job_id).split("_", 1)[0])
-        changes: dict[str, str] = {}
-        for key, value in fields.items():
-            attr = self._UPDATABLE.get(key.lower())
-            if attr is None:
-                raise SchedulerError(
-                    f"the pyslurm transport cannot update job field {key!r}; supported: "
-                    f"{sorted(self._UPDATABLE)} (or set FLOWTRAIN_SLURM_TRANSPORT=commands)"
-                )
-            changes[attr] = value
-        self._call(
-            f"update of job {jid} ({fields})",
-            lambda: self._mod.Job(jid).modify(self._mod.JobSubmitDescription(**changes)),
-        )
-
 
 # --- choosing ------------------------------------------------------------------------------------
 
 
 def choose_transport(
     slurm_conf: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> tuple[SlurmCommands | PyslurmTransport, str]:
+) -> tuple[SlurmTransport, str]:
     """``(transport, reason in words)`` per ``FLOWTRAIN_SLURM_TRANSPORT`` (default ``auto``)."""
     conf = slurm_conf or os.environ.get("SLURM_CONF") or None
     commands = SlurmCommands(slurm_conf=conf, timeout_s=timeout_s)

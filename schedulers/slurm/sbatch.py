@@ -23,14 +23,16 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
+from core.frameworks import FRAMEWORKS
+from core.spec import PipelineSpec
 from schedulers.base import JobRequest
+from schedulers.selector import resources_from_spec
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
 TEMPLATE_NAME = "job.sbatch.j2"
 SCRIPT_NAME = "job.sbatch"
 LOG_PATTERN = "slurm-%j.out"  # stdout+stderr of the job, in the run directory
 DEFAULT_SIGNAL = "B:USR1@120"
-FRAMEWORKS = ("torch", "keras", "paddle")
 
 _SAFE_SBATCH = re.compile(r"[A-Za-z0-9_./:@+=,\-]+")
 # Characters a path may not have in an #SBATCH line: sbatch has no escape for '"', treats '%' as a
@@ -186,3 +188,13 @@ def render_sbatch(
         distributed=launch.distributed,
         launch=launch.line,
     )
+
+
+def write_sbatch(spec: PipelineSpec, framework: str, out: Path) -> Path:
+    """Write ``job.sbatch`` for a program generated into ``out`` (``python -m flowtrain generate``);
+    the Slurm executor renders the same script at submission. Returns its path."""
+    run_dir = out.resolve()
+    request = JobRequest(run_dir=run_dir, name=spec.name, framework=framework, resources=resources_from_spec(spec))
+    path = run_dir / SCRIPT_NAME
+    path.write_text(render_sbatch(request), encoding="utf-8")
+    return path

@@ -43,7 +43,9 @@ def test_dangling_and_repeated_edges_are_dropped_with_a_note() -> None:
     state["nodes"] = [n for n in state["nodes"] if n["id"] != "dropout2"]  # deleted in the browser
     state["edges"].append(dict(state["edges"][0]))
     result = extract(state, *forms())
-    assert result.spec is not None
+    assert result.problems == []  # the drawing still becomes a spec: the gap is the validator's to name
+    assert [n.id for n in result.spec.model.nodes] == [n["id"] for n in state["nodes"]]
+    assert len(result.spec.model.edges) == len(canvas()["edges"]) - 2  # both edges of dropout2 gone, the repeat kept once
     assert all("dropout2" not in (e.source, e.target) for e in result.spec.model.edges)
     assert any("dropout2" in note for note in result.notes)
     assert any("repeated" in note for note in result.notes)
@@ -56,7 +58,8 @@ def test_cycles_drawn_in_the_browser_reach_the_validator() -> None:
     state = canvas()
     state["edges"].append({"id": "st-flow-edge_relu2-conv2d1", "source": "relu2", "target": "conv2d1"})
     result = extract(state, *forms())
-    assert result.spec is not None
+    assert result.problems == [] and result.notes == []
+    assert ("relu2", "conv2d1") in {(e.source, e.target) for e in result.spec.model.edges}  # kept as drawn
     cyc = {p.node for p in analyse(result.spec).problems if "cycle" in p.message}
     assert cyc == {"conv2d1", "relu1", "conv2d2", "relu2"}
 
@@ -94,4 +97,6 @@ def test_state_objects_with_to_dict_are_accepted() -> None:
             self.edges = [Node(e) for e in s["edges"]]
 
     result = extract(State(canvas()), *forms())
-    assert result.spec is not None and len(result.spec.model.nodes) == 13
+    assert result.problems == []
+    assert result.spec.spec_hash() == extract(canvas(), *forms()).spec.spec_hash()  # same as the plain dicts
+    assert len(result.spec.model.nodes) == 13

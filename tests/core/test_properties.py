@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import SpecError
+from core.errors import Problem, SpecError
 from core.load import spec_from_dict, spec_from_json
 from core.ops import REGISTRY
-from core.validate import analyse
+from core.spec import PipelineSpec
+from core.validate import Analysis, analyse
 
 OPS = REGISTRY.names()
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**13), st.floats(allow_nan=True),
@@ -53,23 +55,48 @@ def graphs(draw: st.DrawFn) -> dict[str, Any]:
     return {"data": {"source": "sklearn:digits"}, "model": {"nodes": nodes, "edges": edges}}
 
 
+def assert_reported(problems: list[Problem], node_ids: set[str] | None = None) -> None:
+    """What a user is shown: every problem with a location and a message (and, when it names a node,
+    a node of the drawing), all of them in one error whose text names each location (the CLI and
+    the portal print ``str(err)``)."""
+    assert problems, "an invalid spec must say what is wrong"
+    for problem in problems:
+        assert problem.location and problem.message, problem
+        if node_ids is not None and problem.node is not None:
+            assert problem.node in node_ids, problem
+    text = str(SpecError(problems))
+    assert text.startswith(f"{len(problems)} problem(s)") and all(p.location in text for p in problems)
+
+
+def outcome(load: Callable[[], PipelineSpec]) -> tuple[Analysis | None, list[Problem]]:
+    """(the analysis, []) for a valid spec, else (None or the analysis, every problem found)."""
+    try:
+        result = analyse(load())
+    except SpecError as err:
+        return None, err.problems
+    return result, result.problems
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs())
 def test_random_graphs_validate_or_raise_spec_error(doc: dict[str, Any]) -> None:
-    try:
-        result = analyse(spec_from_dict(doc))
-    except SpecError:
-        return
-    for problem in result.problems:
-        assert problem.location and problem.message
-    if not result.problems:
-        assert result.output_id in result.nodes
+    result, problems = outcome(lambda: spec_from_dict(doc))
+    if problems:
+        assert_reported(problems, {node["id"] for node in doc["model"]["nodes"]})
+    else:
+        assert result is not None and result.output_id in result.nodes
+        assert result.nodes[result.output_id].op == "Output"
 
 
 @settings(max_examples=200, deadline=None)
 @given(values)
 def test_arbitrary_json_documents(doc: Any) -> None:
-    try:
-        analyse(spec_from_json(json.dumps(doc)))
-    except SpecError:
-        pass
+    """Any JSON value: a valid spec, or the project's own error with every problem located
+    (never a crash of another kind, which hypothesis would report)."""
+    result, problems = outcome(lambda: spec_from_json(json.dumps(doc)))
+    if problems:
+        assert_reported(problems)
+    else:
+        assert result is not None and result.output_id in result.nodes
+    if not isinstance(doc, dict):
+        assert [p.location for p in problems] == ["(document)"]

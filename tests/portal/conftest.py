@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.editor_state import Editor
+from portal.editor_state import Editor
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 TIMEOUT_S = 60

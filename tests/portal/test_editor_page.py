@@ -224,8 +224,8 @@ def test_template_undo_import_export(app):
     assert len(ed.nodes) == len(zoo.template("mnist_cnn").model.nodes)
     assert any(m.startswith("Valid:") for m in messages(at))
     assert at.number_input(key="data.validation_split").value == 0.2  # the widget shows the template's value
-    exported = at.get("download_button")[0]
-    assert exported is not None
+    [exported] = [b for b in at.get("download_button") if b.proto.label == "Export spec (JSON)"]
+    assert not exported.proto.disabled and exported.proto.url.endswith(".json")  # a valid pipeline can be saved
     spec = ed.valid_spec()
     assert spec.model == zoo.template("mnist_cnn").model.model_copy(update={"nodes": spec.model.nodes})
     # undo brings the blank pipeline back

@@ -1,4 +1,4 @@
-"""The editor's pure logic (core/editor_state.py): edits, cycle refusal, canvas events, undo, layout."""
+"""The editor's pure logic (portal/editor_state.py): edits, cycle refusal, canvas events, undo, layout."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import pytest
 
 from core import zoo
-from core.editor_state import (
+from core.ops import REGISTRY
+from portal.editor_state import (
     Editor,
     edge_id,
     format_param,
@@ -19,7 +20,6 @@ from core.editor_state import (
     starter_params,
     step_catalogue,
 )
-from core.ops import REGISTRY
 
 
 def _chain(ed: Editor, *ops: str) -> list[str]:

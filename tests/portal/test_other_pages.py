@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from core import zoo
-from core.runs import RunRegistry
-from core.users import default_local_user
+from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
+from schedulers.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception, editor
 
@@ -220,7 +220,7 @@ print("IMPORTED:", bad)
 def test_local_login_form_when_users_are_configured(portal_env, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from core.users import hash_password
+    from portal.users import hash_password
     from tests.portal.conftest import APP
 
     config = portal_env / "login.toml"
@@ -252,3 +252,19 @@ def test_a_wrong_settings_file_is_reported_without_a_traceback(portal_env, monke
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception
     assert any("scheduler = 'pbs'" in e.value and str(config) in e.value for e in at.error)
+
+
+def test_portal_reads_the_settings_as_the_command_line_does(app, portal_env: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FLOWTRAIN_HOME: the runs live where the settings file's home says; FLOWTRAIN_SCHEDULER
+    overrides the file (the same precedence as `python -m flowtrain`, see tests/settings)."""
+    monkeypatch.delenv("FLOWTRAIN_HOME")
+    monkeypatch.setenv("FLOWTRAIN_SCHEDULER", "slurm")
+    at = app()
+    assert any(c.value.endswith("scheduler: slurm") for c in at.sidebar.caption)
+    monkeypatch.setenv("FLOWTRAIN_SCHEDULER", "local")
+    at = app()  # another session of the same server process: nothing stale is cached
+    assert any(c.value.endswith("scheduler: local") for c in at.sidebar.caption)
+    at.switch_page("pages/runs.py").run()
+    assert_no_exception(at)
+    assert (portal_env / "home" / "flowtrain.db").is_file()

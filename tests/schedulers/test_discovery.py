@@ -1,5 +1,6 @@
 """Discovery: real probes of this venv (each framework in its own process), the cache, failures,
-the environments file, and a probe through srun on the dev cluster."""
+a framework whose own dependency is missing, and a probe through srun on the dev cluster.
+The environments file itself: tests/settings/test_environments.py."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import CommandError
 from schedulers.discovery import discover, probe_environment, probe_framework
-from schedulers.environments import Environment, default_scheduler, load_settings, parse_settings
+from settings.environments import Environment, parse_environments
 from tests.slurm_fixture import DevCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,62 +120,32 @@ def test_probe_without_result_line(tmp_path: Path) -> None:
     assert "exited with code 139" in info.error and "Segmentation fault" in info.error
 
 
+def test_framework_with_a_missing_dependency_is_a_failure_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """paddle importable but one of its own modules missing: not "not installed", a named failure."""
+    fake = tmp_path / "site" / "paddle"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import paddle_kernels_not_there\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    report = probe_environment(Environment("broken", sys.executable), timeout_s=60, frameworks=("paddle",))
+    paddle = report.frameworks["paddle"]
+    assert not paddle.installed
+    assert "paddle is installed but needs the missing module 'paddle_kernels_not_there'" in paddle.error
+    assert report.errors == (paddle.error,)  # reported as a failure of the environment, not a quiet "absent"
+
+
 def test_configured_frameworks_skip_probing(tmp_path: Path) -> None:
-    settings = parse_settings({"environments": [
+    declared = parse_environments({"environments": [
         {"name": "site", "python": str(fake_python(tmp_path)), "partitions": ["gpu"],
          "frameworks": {"paddle": {"version": "3.0", "device": "cuda"}}},
         {"name": "list", "python": "/x/python", "frameworks": ["keras"]},
     ]})
-    site, listed = discover(settings.environments, cache_path=tmp_path / "c.json")
+    site, listed = discover(declared.environments, cache_path=tmp_path / "c.json")
     assert calls(tmp_path) == []
     assert site.has("paddle") and not site.has("torch") and site.frameworks["paddle"].build == "CUDA"
     assert site.environment.partitions == ("gpu",) and site.environment.serves_partition("gpu")
     assert not site.environment.serves_partition("cpu")
     assert listed.has("keras") and listed.frameworks["keras"].source == "config"
-
-
-def test_environments_file_json_and_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("FLOWTRAIN_SCHEDULER", raising=False)
-    monkeypatch.delenv("FLOWTRAIN_ENVIRONMENTS", raising=False)
-    default = load_settings()
-    assert [e.python for e in default.environments] == [sys.executable] and default.scheduler == "local"
-
-    j = tmp_path / "envs.json"
-    j.write_text(json.dumps({"scheduler": "slurm", "environments": [
-        {"name": "a", "python": "/opt/a/bin/python", "partitions": "gpu,cpu", "local": False}]}))
-    monkeypatch.setenv("FLOWTRAIN_ENVIRONMENTS", str(j))
-    s = load_settings()
-    assert s.scheduler == "slurm" and default_scheduler(s) == "slurm"
-    assert s.environments[0].partitions == ("gpu", "cpu") and s.environments[0].local is False
-    monkeypatch.setenv("FLOWTRAIN_SCHEDULER", "local")
-    assert default_scheduler(s) == "local"  # the variable wins over the file
-
-    t = tmp_path / "envs.toml"
-    t.write_text('[[environments]]\nname = "p"\npython = "/opt/p/bin/python"\nprobe = "srun"\n'
-                 'partitions = ["cpu"]\n')
-    assert load_settings(t).environments[0].probe == "srun"
-
-
-@pytest.mark.parametrize(("doc", "message"), [
-    ({"environments": {"name": "x"}}, "environments is"),
-    ({"environments": [{"name": "x", "pyhton": "/x"}]}, r"environments\[0\] key\(s\) is \['pyhton'\]"),
-    ({"environments": [{"name": "x", "frameworks": ["jax"]}]}, "frameworks key is 'jax'"),
-    ({"environments": [{"name": "x", "probe": "srun"}]}, "at least one partition"),
-    ({"environments": [{"name": "x"}, {"name": "x"}]}, "a unique string"),
-    ({"scheduler": "pbs"}, "scheduler is 'pbs'"),
-])
-def test_environment_errors_name_the_field(doc: dict, message: str) -> None:
-    with pytest.raises(CommandError, match=message):
-        parse_settings(doc, source="envs.json")
-
-
-def test_unreadable_environments_file(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="cannot be read"):
-        load_settings(tmp_path / "missing.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text("{")
-    with pytest.raises(CommandError, match="not valid JSON"):
-        load_settings(bad)
 
 
 def test_frameworks_cli_json(tmp_path: Path) -> None:

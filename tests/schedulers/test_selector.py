@@ -24,10 +24,10 @@ from core.load import spec_from_dict
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
-from schedulers.environments import Environment, FrameworkOverride
 from schedulers.selector import NoFeasibleTarget, select
 from schedulers.slurm.commands import partitions_from_scontrol
 from schedulers.utilisation import local_utilisation, utilisation_from_outputs
+from settings.environments import Environment, FrameworkOverride
 from tests.helpers import wait_until
 from tests.slurm_fixture import TEST_JOB_PREFIX, TEST_REASON, DevCluster
 
@@ -250,7 +250,7 @@ def cluster_load(slurm_cluster: DevCluster) -> Iterator[Any]:
             return job_id
 
         def drain(self, nodes: str) -> None:
-            cmds.update_node(nodes, State="drain", Reason=f"{TEST_REASON}-selector")
+            slurm_cluster.update_node(nodes, State="drain", Reason=f"{TEST_REASON}-selector")
             drained.append(nodes)
 
     try:
@@ -259,7 +259,7 @@ def cluster_load(slurm_cluster: DevCluster) -> Iterator[Any]:
         for job_id in jobs:
             cmds.scancel(job_id)
         for nodes in drained:
-            cmds.update_node(nodes, State="resume")
+            slurm_cluster.update_node(nodes, State="resume")
 
 
 @pytest.mark.slurm

@@ -17,7 +17,6 @@ from schedulers.slurm.commands import (
     job_from_squeue_json,
     jobs_from_sacct,
     map_job_state,
-    node_from_scontrol,
     nodes_from_sinfo_json,
     parse_exit_pair,
     parse_sbatch_parsable,
@@ -195,25 +194,6 @@ def test_sinfo_json_nodes_and_availability() -> None:
 def test_sinfo_json_names_missing_nodes_key() -> None:
     with pytest.raises(ValueError, match="nodes"):
         nodes_from_sinfo_json({"meta": {}})
-
-
-def test_scontrol_nodes_agree_with_sinfo_json() -> None:
-    text_nodes = {
-        n.name: n
-        for n in (
-            node_from_scontrol(parse_scontrol_line(ln)) for ln in (DATA / "scontrol_nodes.txt").read_text().splitlines()
-        )
-    }
-    json_nodes = {n.name: n for n in nodes_from_sinfo_json(json.loads((DATA / "sinfo.json").read_text()))}
-    for name, node in text_nodes.items():
-        other = json_nodes[name]
-        assert (node.cpus, node.alloc_cpus, node.gpus, node.alloc_gpus, node.available) == (
-            other.cpus,
-            other.alloc_cpus,
-            other.gpus,
-            other.alloc_gpus,
-            other.available,
-        ), name
 
 
 def test_partitions() -> None:

@@ -165,11 +165,10 @@ def test_busy_gpus_show_in_utilisation(ex: SlurmExecutor, tmp_path: Path) -> Non
 
 
 def test_drained_node_loses_its_capacity(slurm_cluster: DevCluster) -> None:
-    cmds = slurm_cluster.commands
     before = gpu_util()
     cpu_before = slurm_utilisation()["cpu"]
     try:
-        cmds.update_node("n3", State="drain", Reason=f"{TEST_REASON} drain")
+        slurm_cluster.update_node("n3", State="drain", Reason=f"{TEST_REASON} drain")
         after = wait_until(
             lambda: (u := gpu_util()).idle_gpus == before.idle_gpus - 4 and u,
             timeout=10,
@@ -180,7 +179,7 @@ def test_drained_node_loses_its_capacity(slurm_cluster: DevCluster) -> None:
         assert after.total_gpus == before.total_gpus
         assert slurm_utilisation()["cpu"].idle_gpus == cpu_before.idle_gpus  # n3 is not in cpu
     finally:
-        cmds.update_node("n3", State="resume")
+        slurm_cluster.update_node("n3", State="resume")
     wait_until(lambda: gpu_util().idle_gpus == before.idle_gpus, timeout=10, message="n3 to come back")
 
 
@@ -201,14 +200,13 @@ def test_requeue_job_survives_node_down(ex: SlurmExecutor, tmp_path: Path, slurm
     that node first lets the restart land where the first run's kill may still be in flight; all dev
     nodes share one host and slurmctld then drains the node: "Duplicate jobid".)
     """
-    cmds = slurm_cluster.commands
     request = make_request(tmp_path, RESUME_BODY, name="nodedown", partition="gpu")
     job_id = ex.submit(request)
     node = wait_state(ex, job_id, RunState.RUNNING).nodes
     assert re.fullmatch(r"n[1-4]", node)
     wait_until(lambda: (request.run_dir / "run0").is_file(), timeout=20, message="the first run to start")
     try:
-        cmds.update_node(node, State="down", Reason=f"{TEST_REASON} node down")
+        slurm_cluster.update_node(node, State="down", Reason=f"{TEST_REASON} node down")
         requeued = wait_until(
             lambda: (s := ex.status(job_id)).state is RunState.PENDING and s.restarts >= 1 and s,
             timeout=30,
@@ -216,22 +214,22 @@ def test_requeue_job_survives_node_down(ex: SlurmExecutor, tmp_path: Path, slurm
         )
         assert requeued.exit_code is None
         wait_until(lambda: ex.job(job_id).slurm_state == "PENDING", timeout=30, message="Slurm to finish requeueing")
-        cmds.update_job(job_id, StartTime="now")
+        slurm_cluster.update_job(job_id, StartTime="now")
         status = wait_state(ex, job_id, *(s for s in RunState if s.is_final), timeout=60)
     finally:
-        cmds.update_node(node, State="resume")
+        slurm_cluster.update_node(node, State="resume")
     log = (request.run_dir / f"slurm-{job_id}.out").read_text()
     assert (status.state, status.exit_code, status.restarts) == (RunState.COMPLETED, 0, 1), log
     assert ex.status(job_id).nodes != node
     assert (request.run_dir / "run1").is_file()
 
 
-def test_scontrol_requeue_restarts_the_job(ex: SlurmExecutor, tmp_path: Path) -> None:
+def test_scontrol_requeue_restarts_the_job(ex: SlurmExecutor, tmp_path: Path, slurm_cluster: DevCluster) -> None:
     request = make_request(tmp_path, RESUME_BODY, name="requeue")
     job_id = ex.submit(request)
     wait_state(ex, job_id, RunState.RUNNING)
     wait_until(lambda: (request.run_dir / "run0").is_file(), timeout=20, message="the first run to start")
-    ex.requeue(job_id, start_now=True)
+    slurm_cluster.requeue_now(job_id)
     status = wait_state(ex, job_id, *(s for s in RunState if s.is_final), timeout=60)
     log = (request.run_dir / f"slurm-{job_id}.out").read_text()
     assert (status.state, status.exit_code, status.restarts) == (RunState.COMPLETED, 0, 1), log
@@ -296,10 +294,11 @@ def test_unreachable_controller_is_a_clear_fast_error(slurm_cluster: DevCluster,
         cmds.squeue_json()
     assert time.monotonic() - t0 < 10
     assert f"SLURM_CONF={conf}" in str(err.value) and "scripts/devcluster.sh start" in str(err.value)
-    dead = SlurmExecutor(slurm_conf=str(conf))
+    dead = SlurmExecutor(slurm_conf=str(conf), timeout_s=3)
     assert not dead.reachable(timeout_s=2)
-    with pytest.raises(SchedulerError, match="unreachable"):
-        dead.check_reachable(timeout_s=2)
+    with pytest.raises(SchedulerError, match="unreachable") as down:
+        dead.statuses(["1"])  # what the registry asks when it reconciles
+    assert f"SLURM_CONF={conf}" in str(down.value) and "scripts/devcluster.sh start" in str(down.value)
 
 
 def test_devcluster_script_is_idempotent(slurm_cluster: DevCluster) -> None:

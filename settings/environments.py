@@ -5,8 +5,8 @@ interpreter, …) that has some of the frameworks installed. On a Slurm cluster 
 be bound to partitions (the interpreter exists only on those nodes); locally it runs on the
 portal's own machine.
 
-Configured by the file named in ``FLOWTRAIN_ENVIRONMENTS`` (JSON, or TOML when it ends in
-``.toml``)::
+Configured by the file named in ``FLOWTRAIN_ENVIRONMENTS`` or by the settings file's
+``environments_file`` (JSON, or TOML when it ends in ``.toml``)::
 
     {
       "scheduler": "slurm",                       # optional: default scheduler (local | slurm)
@@ -26,35 +26,28 @@ of names, or a mapping name → ``{"version", "device"}``). ``probe`` is ``local
 interpreter here, the default) or ``srun`` (a short Slurm job on the environment's first
 partition, for interpreters that exist only on compute nodes).
 
-Without the variable there is one environment, ``default``: this process's interpreter, on the
-local machine and on every partition.
+Without a file there is one environment, ``default``: this process's interpreter, on the local
+machine and on every partition. The file's ``scheduler`` is the last word on the default scheduler
+(``FLOWTRAIN_SCHEDULER`` and the settings file come first: see :mod:`settings.config`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.errors import CommandError
+from core.frameworks import FRAMEWORKS
 
 ENV_VAR = "FLOWTRAIN_ENVIRONMENTS"
-SCHEDULER_VAR = "FLOWTRAIN_SCHEDULER"
-HOME_VAR = "FLOWTRAIN_HOME"
 SCHEDULERS = ("local", "slurm")
-FRAMEWORK_NAMES = ("torch", "keras", "paddle")
 PROBE_MODES = ("local", "srun")
-
-
-def flowtrain_home() -> Path:
-    """``$FLOWTRAIN_HOME`` or ``./var``, as an absolute path (run directories must be absolute
-    so that slurmd and restarted portals find them)."""
-    return Path(os.environ.get(HOME_VAR) or "var").expanduser().resolve()
+_TOP_KEYS = {"scheduler", "environments"}
 
 
 @dataclass(frozen=True)
@@ -91,11 +84,12 @@ class Environment:
 
 
 @dataclass(frozen=True)
-class Settings:
+class EnvironmentsFile:
+    """What an environments file says: its environments and, optionally, a default scheduler."""
+
     environments: tuple[Environment, ...]
-    scheduler: str = "local"
+    scheduler: str | None = None
     source: str = "(built-in default)"
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def default_environment() -> Environment:
@@ -104,7 +98,8 @@ def default_environment() -> Environment:
 
 def _bad(source: str, where: str, received: Any, expected: str) -> CommandError:
     return CommandError(
-        f"{source}: {where} is {received!r}; expected {expected}. Fix the file named by {ENV_VAR}."
+        f"{source}: {where} is {received!r}; expected {expected}. Fix the environments file "
+        f"(named by {ENV_VAR} or the settings file's environments_file)."
     )
 
 
@@ -115,8 +110,8 @@ def _frameworks(source: str, where: str, value: Any) -> dict[str, FrameworkOverr
         raise _bad(source, where, value, 'a list of framework names or {"torch": {"version": …}}')
     out: dict[str, FrameworkOverride] = {}
     for name, info in value.items():
-        if name not in FRAMEWORK_NAMES:
-            raise _bad(source, f"{where} key", name, f"one of {', '.join(FRAMEWORK_NAMES)}")
+        if name not in FRAMEWORKS:
+            raise _bad(source, f"{where} key", name, f"one of {', '.join(FRAMEWORKS)}")
         info = info or {}
         if not isinstance(info, dict):
             raise _bad(source, f"{where}.{name}", info, 'an object like {"version": "2.3", "device": "cuda"}')
@@ -128,12 +123,15 @@ def _frameworks(source: str, where: str, value: Any) -> dict[str, FrameworkOverr
     return out
 
 
-def parse_settings(doc: Any, source: str = "<settings>") -> Settings:
-    """Settings from an already parsed JSON/TOML document; every mistake names the field."""
+def parse_environments(doc: Any, source: str = "<environments>") -> EnvironmentsFile:
+    """An already parsed JSON/TOML document; every mistake names the field."""
     if not isinstance(doc, dict):
         raise _bad(source, "the document", type(doc).__name__, 'an object with an "environments" list')
-    scheduler = doc.get("scheduler", os.environ.get(SCHEDULER_VAR) or "local")
-    if scheduler not in SCHEDULERS:
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise _bad(source, "top-level key(s)", sorted(unknown), "only scheduler and environments")
+    scheduler = doc.get("scheduler")
+    if scheduler is not None and scheduler not in SCHEDULERS:
         raise _bad(source, "scheduler", scheduler, " or ".join(SCHEDULERS))
     raw_envs = doc.get("environments", [])
     if not isinstance(raw_envs, list):
@@ -179,40 +177,25 @@ def parse_settings(doc: Any, source: str = "<settings>") -> Settings:
         ))
     if not envs:
         envs.append(default_environment())
-    extra = {k: v for k, v in doc.items() if k not in {"scheduler", "environments"}}
-    return Settings(environments=tuple(envs), scheduler=scheduler, source=source, extra=extra)
+    return EnvironmentsFile(environments=tuple(envs), scheduler=scheduler, source=source)
 
 
-def load_settings(path: str | Path | None = None) -> Settings:
-    """Read the environments file (``path`` or ``$FLOWTRAIN_ENVIRONMENTS``); built-in default without one."""
-    path = path or os.environ.get(ENV_VAR) or None
+def load_environments(path: str | Path | None) -> EnvironmentsFile:
+    """Read an environments file; ``None``: the built-in default (this interpreter, everywhere).
+
+    Which file applies is decided by :func:`settings.load_settings` (``FLOWTRAIN_ENVIRONMENTS`` or
+    the settings file's ``environments_file``).
+    """
     if path is None:
-        scheduler = os.environ.get(SCHEDULER_VAR) or "local"
-        if scheduler not in SCHEDULERS:
-            raise CommandError(f"{SCHEDULER_VAR}={scheduler!r}; expected {' or '.join(SCHEDULERS)}")
-        return Settings(environments=(default_environment(),), scheduler=scheduler)
+        return EnvironmentsFile(environments=(default_environment(),))
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise CommandError(f"{p} (from {ENV_VAR}) cannot be read: {exc.strerror or exc}; "
-                           "point the variable at a JSON or TOML environments file") from None
+        raise CommandError(f"{p} (the environments file, from {ENV_VAR} or environments_file) cannot be read: "
+                           f"{exc.strerror or exc}; point it at a JSON or TOML environments file") from None
     try:
         doc = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise CommandError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
-    return parse_settings(doc, source=str(p))
-
-
-def load_environments(path: str | Path | None = None) -> tuple[Environment, ...]:
-    return load_settings(path).environments
-
-
-def default_scheduler(settings: Settings | None = None) -> str:
-    """``local`` unless ``$FLOWTRAIN_SCHEDULER`` or the settings file says ``slurm``."""
-    env = os.environ.get(SCHEDULER_VAR)
-    if env:
-        if env not in SCHEDULERS:
-            raise CommandError(f"{SCHEDULER_VAR}={env!r}; expected {' or '.join(SCHEDULERS)}")
-        return env
-    return (settings or load_settings()).scheduler
+    return parse_environments(doc, source=str(p))

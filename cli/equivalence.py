@@ -6,8 +6,8 @@ import argparse
 import json
 
 from core.equivalence import DEFAULT_TOLERANCE, check
+from core.frameworks import FRAMEWORKS
 from core.load import load_spec
-from core.mapping.base import FRAMEWORKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,7 +1,7 @@
 """The flow editor's state and every edit it supports, without Streamlit (so it can be unit-tested).
 
 The editor holds one *document*: the canvas nodes and edges in the streamlit-flow component's dict
-format (see ``shared/facts/streamlit-flow.md``) plus the data and training forms as plain dicts.
+format (see ``docs/streamlit-flow.md``) plus the data and training forms as plain dicts.
 Python is the authority for everything except positions: the canvas only reports what the user
 did (a new edge, a deleted node, a drag), and :meth:`Editor.apply_canvas_value` turns that into
 the same edits the side form and the palette make — so a cycle drawn in the browser is refused

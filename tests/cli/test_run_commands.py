@@ -12,17 +12,18 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.runs import RunRegistry
 from schedulers.base import RunState
+from schedulers.runs import RunRegistry
 from tests.helpers import wait_until
-from tests.slurm_fixture import slurm_cluster  # noqa: F401  (the fixture, for tests outside tests/schedulers)
+from tests.slurm_fixture import DevCluster
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "digits_cnn.json"
 
 
@@ -63,7 +64,8 @@ def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None
     reg = RunRegistry(home=home)
     [run] = reg.list_runs("tester")
     assert (run.state, run.exit_code, run.scheduler, run.framework) == (RunState.COMPLETED, 0, scheduler, "torch")
-    assert run.started is not None and run.ended is not None
+    assert run.created <= run.started <= run.ended <= time.time()  # what `status` shows as started/ended/time
+    assert run.duration == run.ended - run.started
     assert run.selection and run.selection["reasons"][0].startswith("chose torch")
     events = [m["event"] for m in reg.metrics(run.id)]
     assert events[0] == "start" and events[-1] == "end" and "train" in events
@@ -176,14 +178,12 @@ def test_bad_arguments_are_clear(home: Path, tmp_path: Path) -> None:
 @pytest.mark.slurm
 @pytest.mark.frameworks
 @pytest.mark.resume
-@pytest.mark.usefixtures("slurm_cluster")
-def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   slurm_cluster: DevCluster) -> None:
     """A node goes down under the running --requeue job: the registry shows the requeue, the rerun
     resumes from the last checkpoint and the run completes."""
     from core.load import load_spec
     from schedulers.launch import Executors, submit_run
-    from schedulers.slurm.commands import SlurmCommands
     from tests.slurm_fixture import TEST_JOB_PREFIX, TEST_REASON
 
     for key, value in cli_env(home, tmp_path).items():
@@ -198,7 +198,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path,
     executors = Executors(home)
     run = submit_run(load_spec(spec_path), registry=reg, user="tester", scheduler="slurm", executors=executors,
                      args=("--max-steps", "40"), job_name=f"{TEST_JOB_PREFIX}-requeue")
-    cmds = SlurmCommands.from_env()
+    cmds = slurm_cluster.commands
     job_id = str(run.job_id)
     node = ""
     try:
@@ -209,7 +209,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path,
         wait_until(checkpointed, timeout=180, message=lambda: f"a first checkpoint: {reg.get(run.id)}")
         node = executors["slurm"].status(job_id).nodes
         assert node, "the running job reports its node"
-        cmds.update_node(node, State="down", Reason=f"{TEST_REASON}-requeue")
+        slurm_cluster.update_node(node, State="down", Reason=f"{TEST_REASON}-requeue")
 
         def requeued() -> bool:
             reg.reconcile(executors, run_ids=[run.id])
@@ -221,7 +221,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path,
         wait_until(lambda: executors["slurm"].status(job_id).state.value in ("PENDING", "RUNNING", "COMPLETED"),
                    timeout=60, message="the job to be pending again")
         if executors["slurm"].status(job_id).state.value == "PENDING":
-            cmds.update_job(job_id, StartTime="now")  # Slurm holds a requeued job ~120 s otherwise
+            slurm_cluster.update_job(job_id, StartTime="now")  # Slurm holds a requeued job ~120 s otherwise
 
         def final() -> bool:
             reg.reconcile(executors, run_ids=[run.id])
@@ -230,7 +230,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path,
         wait_until(final, timeout=240, interval=0.5, message=lambda: f"the run to end: {reg.history(run.id)}")
     finally:
         if node:
-            cmds.update_node(node, State="resume")
+            slurm_cluster.update_node(node, State="resume")
         if not reg.get(run.id).is_final:
             cmds.scancel(job_id)
     done = reg.get(run.id)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def flowtrain(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""``python -m flowtrain generate SPEC --framework F --out DIR``."""
+"""Code generation commands: ``generate SPEC --framework F --out DIR`` and ``support-table``."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from core.codegen import generate
+from core.frameworks import FRAMEWORKS
 from core.load import load_spec
-from core.mapping.base import FRAMEWORKS, converters, support_table
+from core.mapping.base import converters, support_table
 from core.ops import REGISTRY
-from core.spec import PipelineSpec
+from schedulers.slurm.sbatch import write_sbatch
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,19 +31,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(path)
     print(write_sbatch(spec, args.framework, Path(args.out)))
     return 0
-
-
-def write_sbatch(spec: PipelineSpec, framework: str, out: Path) -> Path:
-    """The Slurm job script for the written program (the Slurm executor renders the same at submit)."""
-    from schedulers.base import JobRequest
-    from schedulers.selector import resources_from_spec
-    from schedulers.slurm.sbatch import SCRIPT_NAME, render_sbatch
-
-    run_dir = out.resolve()
-    request = JobRequest(run_dir=run_dir, name=spec.name, framework=framework, resources=resources_from_spec(spec))
-    path = run_dir / SCRIPT_NAME
-    path.write_text(render_sbatch(request), encoding="utf-8")
-    return path
 
 
 def support_markdown() -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.dataprobe import ProbeError, probe, resolve_source
+from portal.dataprobe import ProbeError, probe, resolve_source
 from tests.data.fixtures import tabular_rows, truncate, write_csv, write_images, write_parquet
 
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from core import datasets
-from core.config import Settings
 from core.errors import FlowTrainError
+from settings import Settings
 
 USER_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 PBKDF2_ITERATIONS = 200_000
@@ -93,7 +93,7 @@ def check_login(name: str, password: str, settings: Settings) -> str:
         expected = hash_password(password, salt, int(iterations))
     except ValueError:
         raise AccessError(f"the stored password of {name!r} is not a pbkdf2_sha256 hash; regenerate it with "
-                          "core.users.hash_password") from None
+                          "portal.users.hash_password") from None
     if not hmac.compare_digest(expected, stored):
         raise AccessError("unknown user or wrong password")
     return check_user_name(name)

@@ -1,4 +1,5 @@
-"""Settings file (core/config.py) and users: trusted header, local login, data-path confinement."""
+"""Users (portal/users.py): trusted header, local login, data-path confinement. The settings file
+itself: tests/settings/test_config.py."""
 
 from __future__ import annotations
 
@@ -6,50 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import ConfigError, load_settings
-from core.users import AccessError, check_login, check_source, confine, data_roots, hash_password, user_from_headers
-
-
-def test_defaults_run_a_fresh_checkout_locally(tmp_path: Path):
-    s = load_settings(environ={}, cwd=tmp_path)
-    assert s.scheduler == "local" and s.auth.mode == "local" and s.builtin_datasets
-    assert s.home == tmp_path / "var" and s.data_roots == (str(tmp_path / "data"),)
-    assert s.config_path is None and s.environments_file is None
-
-
-def test_settings_file_with_relative_paths_and_env_home(tmp_path: Path):
-    cfg = tmp_path / "etc" / "ft.toml"
-    cfg.parent.mkdir()
-    cfg.write_text('home = "state"\nscheduler = "slurm"\nenvironments_file = "envs.json"\n'
-                   '[data]\nroots = ["/scratch/{user}", "shared"]\nbuiltin_datasets = false\n'
-                   '[data.users.alice]\nroots = ["alice-data"]\n'
-                   '[auth]\nmode = "header"\nheader = "X-Forwarded-User"\n', encoding="utf-8")
-    s = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg)}, cwd=tmp_path)
-    assert s.home == cfg.parent / "state" and s.scheduler == "slurm"
-    assert s.environments_file == cfg.parent / "envs.json"
-    assert s.data_roots == ("/scratch/{user}", str(cfg.parent / "shared")) and not s.builtin_datasets
-    assert s.user_data_roots == {"alice": (str(cfg.parent / "alice-data"),)}
-    assert (s.auth.mode, s.auth.header) == ("header", "X-Forwarded-User")
-    s2 = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg), "FLOWTRAIN_HOME": "h"}, cwd=tmp_path)
-    assert s2.home == tmp_path / "h"
-
-
-@pytest.mark.parametrize("text, words", [
-    ('schedular = "local"\n', ["schedular"]),
-    ('scheduler = "pbs"\n', ["pbs", "slurm"]),
-    ('[auth]\nmode = "ldap"\n', ["ldap", "header"]),
-    ('[data]\nroots = "data"\n', ["data.roots", "list"]),
-    ('[auth]\nheader = "X User"\n', ["auth.header"]),
-    ("home = [\n", ["TOML"]),
-])
-def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]):
-    cfg = tmp_path / "ft.toml"
-    cfg.write_text(text, encoding="utf-8")
-    with pytest.raises(ConfigError) as err:
-        load_settings(cfg)
-    assert str(cfg) in str(err.value) and all(w in str(err.value) for w in words)
-    with pytest.raises(ConfigError, match="no such settings file"):
-        load_settings(tmp_path / "missing.toml")
+from portal.users import AccessError, check_login, check_source, confine, data_roots, hash_password, user_from_headers
+from settings import load_settings
 
 
 def _settings(tmp_path: Path, extra: str = ""):

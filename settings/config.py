@@ -1,12 +1,21 @@
-"""Portal and CLI settings: one TOML file named by ``FLOWTRAIN_CONFIG``, with defaults that work
-on a fresh checkout (local executor, ``./data`` plus the built-in datasets, state under ``./var``,
-the portal's own OS user as the only user).
+"""FlowTrain's settings: one object, read the same way by the portal and the command line.
+
+Where each setting comes from, first match wins:
+
+- home (runs, registry, local-executor state, discovery cache): ``$FLOWTRAIN_HOME``, else the
+  settings file's ``home``, else ``./var``; always absolute (:func:`flowtrain_home` is the one place
+  that resolves it).
+- scheduler: ``$FLOWTRAIN_SCHEDULER``, else the settings file's ``scheduler``, else the
+  environments file's ``scheduler``, else ``local``.
+- execution environments: the file named by ``$FLOWTRAIN_ENVIRONMENTS``, else the settings file's
+  ``environments_file``, else one environment, this interpreter (format: :mod:`settings.environments`).
+- everything else (data roots, sign-in): the settings file named by ``$FLOWTRAIN_CONFIG``.
 
 Example ``flowtrain.toml``::
 
     home = "/srv/flowtrain"            # runs, registry, logs; FLOWTRAIN_HOME overrides it
-    scheduler = "slurm"                # "local" (default) or "slurm"
-    environments_file = "envs.toml"    # execution environments for discovery (optional)
+    scheduler = "slurm"                # "local" (default) or "slurm"; FLOWTRAIN_SCHEDULER overrides it
+    environments_file = "envs.toml"    # execution environments; FLOWTRAIN_ENVIRONMENTS overrides it
 
     [data]
     roots = ["/scratch/{user}", "/datasets"]   # {user} becomes the signed-in user's name
@@ -19,11 +28,14 @@ Example ``flowtrain.toml``::
     mode = "header"                    # "header": trust a reverse proxy (Open OnDemand); "local"
     header = "X-Remote-User"
 
-    [auth.local_users]                 # mode = "local": name = hash from core.users.hash_password
+    [auth.local_users]                 # mode = "local": name = hash from portal.users.hash_password
     alice = "pbkdf2_sha256$200000$...$..."
 
 Relative paths are resolved against the folder of the config file (or the working directory when
-there is no file). Unknown keys are errors: a misspelt setting must not be silently ignored.
+there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
+errors: a misspelt setting must not be silently ignored.
+
+This package knows nothing of the portal, the executors or the command line; they all read it.
 """
 
 from __future__ import annotations
@@ -35,10 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from core.errors import FlowTrainError
+from core.errors import CommandError, FlowTrainError
+from settings.environments import SCHEDULERS, Environment, EnvironmentsFile, load_environments
 
 CONFIG_ENV = "FLOWTRAIN_CONFIG"
 HOME_ENV = "FLOWTRAIN_HOME"
+SCHEDULER_ENV = "FLOWTRAIN_SCHEDULER"
+ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
 DEFAULT_HOME = "var"
 DEFAULT_DATA_ROOT = "data"
 DEFAULT_HEADER = "X-Remote-User"
@@ -57,7 +72,7 @@ class ConfigError(FlowTrainError):
 class AuthSettings:
     mode: AuthMode = "local"
     header: str = DEFAULT_HEADER
-    # name -> password hash (core.users.hash_password). Empty: the portal's OS user, no login form.
+    # name -> password hash (portal.users.hash_password). Empty: the portal's OS user, no login form.
     local_users: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -69,6 +84,8 @@ class Settings:
     builtin_datasets: bool = True
     scheduler: Scheduler = "local"
     environments_file: Path | None = None
+    environments: tuple[Environment, ...] = ()
+    environments_source: str = "(built-in default)"
     auth: AuthSettings = field(default_factory=AuthSettings)
     config_path: Path | None = None
 
@@ -84,29 +101,26 @@ _AUTH_KEYS = {"mode", "header", "local_users"}
 
 def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
                   cwd: str | Path | None = None) -> Settings:
-    """Read the settings file (``path``, else ``$FLOWTRAIN_CONFIG``, else none) and apply defaults."""
+    """Read the settings file (``path``, else ``$FLOWTRAIN_CONFIG``, else none), the environments
+    file and the ``FLOWTRAIN_*`` variables (``environ``, default ``os.environ``) into one object."""
     env = os.environ if environ is None else environ
     work_dir = Path(cwd) if cwd is not None else Path.cwd()
-    base = work_dir
-    doc: dict[str, Any] = {}
-    config_path: Path | None = None
-    chosen = path if path is not None else env.get(CONFIG_ENV) or None
-    if chosen is not None:
-        config_path = (base / Path(chosen).expanduser()).resolve()
-        doc = _read_toml(config_path)
-        base = config_path.parent
+    config_path, doc = _config_doc(path, env, work_dir)
+    base = config_path.parent if config_path else work_dir
     where = str(config_path) if config_path else "(defaults)"
     _check_keys(doc, _TOP_KEYS, "", where)
 
-    env_home = env.get(HOME_ENV)
-    home = _abs(env_home, work_dir) if env_home else _abs(_get(doc, "home", str, DEFAULT_HOME, where), base)
+    home = _resolve_home(env, doc, base, work_dir, where)
 
-    scheduler = _get(doc, "scheduler", str, "local", where)
-    if scheduler not in ("local", "slurm"):
-        raise ConfigError(f"{where}: scheduler = {scheduler!r} is not known; expected \"local\" or \"slurm\"")
+    file_scheduler = _get(doc, "scheduler", str, "", where)
+    if file_scheduler and file_scheduler not in SCHEDULERS:
+        raise ConfigError(f"{where}: scheduler = {file_scheduler!r} is not known; expected \"local\" or \"slurm\"")
 
     env_file_value = _get(doc, "environments_file", str, "", where)
-    environments_file = _abs(env_file_value, base) if env_file_value else None
+    environments_file = (_abs(env[ENVIRONMENTS_ENV], work_dir) if env.get(ENVIRONMENTS_ENV)
+                         else _abs(env_file_value, base) if env_file_value else None)
+    envs = load_environments(environments_file)
+    scheduler = _resolve_scheduler(env, file_scheduler, envs)
 
     data = _table(doc, "data", where)
     _check_keys(data, _DATA_KEYS, "data.", where)
@@ -121,6 +135,59 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         user_roots[name] = tuple(str(_abs(r, base)) for r in _str_list(table, "roots", [], f"data.users.{name}.",
                                                                          where))
 
+    return Settings(
+        home=home,
+        data_roots=tuple(str(_abs(r, base)) for r in roots),
+        user_data_roots=user_roots,
+        builtin_datasets=builtin,
+        scheduler=scheduler,  # type: ignore[arg-type]
+        environments_file=environments_file,
+        environments=envs.environments,
+        environments_source=envs.source,
+        auth=_auth(doc, where),
+        config_path=config_path,
+    )
+
+
+def flowtrain_home(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Path:
+    """The home folder alone (``$FLOWTRAIN_HOME`` > the settings file's ``home`` > ``./var``), absolute.
+
+    For defaults deep inside the executors and the registry, which need the home but not the rest.
+    """
+    env = os.environ if environ is None else environ
+    work_dir = Path(cwd) if cwd is not None else Path.cwd()
+    config_path, doc = _config_doc(None, env, work_dir)
+    where = str(config_path) if config_path else "(defaults)"
+    return _resolve_home(env, doc, config_path.parent if config_path else work_dir, work_dir, where)
+
+
+def _config_doc(path: str | Path | None, env: Mapping[str, str], work_dir: Path) -> tuple[Path | None, dict[str, Any]]:
+    chosen = path if path is not None else env.get(CONFIG_ENV) or None
+    if chosen is None:
+        return None, {}
+    config_path = (work_dir / Path(chosen).expanduser()).resolve()
+    return config_path, _read_toml(config_path)
+
+
+def _resolve_home(env: Mapping[str, str], doc: Mapping[str, Any], base: Path, work_dir: Path, where: str) -> Path:
+    """The one place that decides the home folder. Absolute and symlink-free: run directories under it
+    are handed to slurmd and to later portals, which must find them from anywhere."""
+    env_home = env.get(HOME_ENV)
+    if env_home:
+        return _abs(env_home, work_dir).resolve()
+    return _abs(_get(doc, "home", str, DEFAULT_HOME, where), base).resolve()
+
+
+def _resolve_scheduler(env: Mapping[str, str], file_scheduler: str, envs: EnvironmentsFile) -> str:
+    from_env = env.get(SCHEDULER_ENV)
+    if from_env:
+        if from_env not in SCHEDULERS:
+            raise CommandError(f"{SCHEDULER_ENV}={from_env!r}; expected {' or '.join(SCHEDULERS)}")
+        return from_env
+    return file_scheduler or envs.scheduler or "local"
+
+
+def _auth(doc: Mapping[str, Any], where: str) -> AuthSettings:
     auth_doc = _table(doc, "auth", where)
     _check_keys(auth_doc, _AUTH_KEYS, "auth.", where)
     mode = _get(auth_doc, "mode", str, "local", where, "auth.")
@@ -134,18 +201,8 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
     for name, value in local_users.items():
         if not isinstance(value, str):
             raise ConfigError(f"{where}: auth.local_users.{name} must be a password hash string "
-                              "(from core.users.hash_password)")
-
-    return Settings(
-        home=home,
-        data_roots=tuple(str(_abs(r, base)) for r in roots),
-        user_data_roots=user_roots,
-        builtin_datasets=builtin,
-        scheduler=scheduler,  # type: ignore[arg-type]
-        environments_file=environments_file,
-        auth=AuthSettings(mode=mode, header=header, local_users=dict(local_users)),  # type: ignore[arg-type]
-        config_path=config_path,
-    )
+                              "(from portal.users.hash_password)")
+    return AuthSettings(mode=mode, header=header, local_users=dict(local_users))  # type: ignore[arg-type]
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The run registry: every run, its state history, metrics and artifacts, in SQLite (WAL mode).
 
-Default database ``$FLOWTRAIN_HOME/flowtrain.db`` (``FLOWTRAIN_HOME`` defaults to ``./var``); each
-run has its own directory ``$FLOWTRAIN_HOME/runs/<run id>/`` holding the generated program and
+Default database ``<home>/flowtrain.db``, the home folder being :func:`settings.flowtrain_home`
+(``FLOWTRAIN_HOME``, else the settings file's ``home``, else ``./var``); each run has its own
+directory ``<home>/runs/<run id>/`` holding the generated program and
 everything it writes (``metrics.jsonl``, ``checkpoints/``, ``model/``, ``result.json``, the log).
 
 * ``runs``: one row per run — user, name, the spec (JSON) and its hash, framework, scheduler,
@@ -36,6 +37,7 @@ from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
+from settings import flowtrain_home
 
 SCHEMA_VERSION = 1
 USER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
@@ -99,11 +101,6 @@ _LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
     "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count"
 )
-
-
-def default_home() -> Path:
-    """``$FLOWTRAIN_HOME`` or ``./var``, absolute."""
-    return Path(os.environ.get("FLOWTRAIN_HOME") or "var").expanduser().resolve()
 
 
 class RunNotFound(FlowTrainError):
@@ -265,7 +262,7 @@ class RunRegistry:
     """The SQLite run registry. Cheap to construct; safe to share between threads."""
 
     def __init__(self, db_path: str | Path | None = None, *, home: str | Path | None = None) -> None:
-        self.home = Path(home).resolve() if home is not None else default_home()
+        self.home = Path(home).resolve() if home is not None else flowtrain_home()
         self.db_path = Path(db_path).resolve() if db_path is not None else self.home / "flowtrain.db"
         self.runs_dir = self.home / "runs"
         self._local = threading.local()
@@ -587,7 +584,7 @@ class RunRegistry:
                                      "here; their state is not refreshed")
                 continue
             try:
-                statuses = _statuses(executor, [r.job_id for r in group if r.job_id])
+                statuses = dict(executor.statuses([r.job_id for r in group if r.job_id]))
             except SchedulerError as exc:
                 report.errors.append(f"{scheduler}: {exc}")
                 continue
@@ -607,9 +604,8 @@ class RunRegistry:
 
     def _apply(self, executor: Executor, run: Run, status: JobStatus) -> StateChange | None:
         started = ended = None
-        times = getattr(executor, "job_times", None)
-        if callable(times) and (status.state in FINAL_STATES or status.state == RunState.RUNNING):
-            started, ended = times(run.job_id)
+        if run.job_id and (status.state in FINAL_STATES or status.state == RunState.RUNNING):
+            started, ended = executor.job_times(run.job_id)
         tail = None
         if status.state in FINAL_STATES and status.state != RunState.COMPLETED:
             tail = self.log_tail(run.id)
@@ -635,13 +631,6 @@ class RunRegistry:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _statuses(executor: Executor, job_ids: list[str]) -> dict[str, JobStatus]:
-    many = getattr(executor, "statuses", None)
-    if callable(many):
-        return dict(many(job_ids))
-    return {j: executor.status(j) for j in job_ids}
 
 
 def _detail(status: JobStatus, restarted: bool) -> str:

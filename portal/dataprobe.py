@@ -84,8 +84,8 @@ def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") 
 def resolve_source(source: str, data_roots: Sequence[Path | str]) -> Path:
     """The existing path of ``source`` inside one of ``data_roots``; ProbeError otherwise."""
     if not data_roots:
-        raise ProbeError("no data roots are configured; set FLOWTRAIN_DATA_ROOTS (or the portal's data roots) "
-                         "to the folders that hold training data")
+        raise ProbeError("no data roots are configured; add [data] roots (the folders that hold training "
+                         "data) to the settings file named by FLOWTRAIN_CONFIG")
     if "\x00" in source:
         raise ProbeError(f"data source {source!r} contains a NUL character")
     raw = PurePath(source)

@@ -1,4 +1,7 @@
-"""Scheduler commands: frameworks, select, run, runs, status, logs, cancel."""
+"""Run commands: frameworks, select, run, runs, status, logs, cancel.
+
+Settings (home, scheduler, environments) come from :mod:`settings`, exactly as the portal reads them.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import CommandError, FlowTrainError
+from core.frameworks import FRAMEWORKS
 from core.load import load_spec, spec_from_dict
-from core.runs import Run, RunRegistry, StateChange
 from core.spec import PipelineSpec
 from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
-from schedulers.environments import FRAMEWORK_NAMES, SCHEDULERS, load_settings
+from schedulers.launch import Executors, plan, submit_run, wait_for_run
+from schedulers.runs import Run, RunRegistry, StateChange, tail_file
+from settings import SCHEDULERS, load_settings
 
-FRAMEWORK_CHOICES = ("auto", *FRAMEWORK_NAMES)
+FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
+SCHEDULER_HELP = "default: FLOWTRAIN_SCHEDULER, else the settings file (FLOWTRAIN_CONFIG), else local"
 
 
 class SchedulerUnavailable(FlowTrainError):
@@ -55,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser("select", help="which framework and partition would run SPEC, and why")
     p.add_argument("spec")
-    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help="default: FLOWTRAIN_SCHEDULER or local")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help=SCHEDULER_HELP)
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_scheduler_errors(cmd_select))
@@ -64,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("spec")
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto",
                    help="auto: let the selector choose (the spec's framework counts as a preference)")
-    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help="default: FLOWTRAIN_SCHEDULER or local")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help=SCHEDULER_HELP)
     p.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 only if COMPLETED")
     p.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
     p.add_argument("--user", default=None, help="owner of the run (default: FLOWTRAIN_USER or the login name)")
@@ -102,16 +108,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _registry() -> RunRegistry:
-    return RunRegistry()
+    """The registry under the home folder the settings name (FLOWTRAIN_HOME, the settings file, ./var)."""
+    return RunRegistry(home=load_settings().home)
 
 
-def _executors(registry: RunRegistry) -> Any:
-    from schedulers.launch import Executors
-
+def _executors(registry: RunRegistry) -> Executors:
     return Executors(registry.home)
 
 
-def _reconcile_quietly(registry: RunRegistry, executors: Any, **kw: Any) -> None:
+def _reconcile_quietly(registry: RunRegistry, executors: Executors, **kw: Any) -> None:
     """Refresh states; a scheduler that cannot be asked is a warning here (the registry still shows
     the last known state), never a silent success."""
     report = registry.reconcile(executors, **kw)
@@ -165,13 +170,13 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     settings = load_settings()
     reports = discover(settings.environments, refresh=args.refresh)
     if args.json:
-        print(json.dumps({"source": settings.source, "environments": [r.to_dict() for r in reports]}, indent=2))
+        print(json.dumps({"source": settings.environments_source, "environments": [r.to_dict() for r in reports]}, indent=2))
         return 0
     rows = []
     for rep in reports:
         env = rep.environment
         where = ("local, " if env.local else "") + (",".join(env.partitions) if env.partitions else "all partitions")
-        for fw in FRAMEWORK_NAMES:
+        for fw in FRAMEWORKS:
             info = rep.frameworks.get(fw)
             if info is None:
                 continue
@@ -187,10 +192,10 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from schedulers.launch import plan
-
+    settings = load_settings()
     spec = load_spec(args.spec)
-    selection = plan(spec, scheduler=args.scheduler, framework=args.framework)
+    selection = plan(spec, scheduler=args.scheduler, framework=args.framework, executors=Executors(settings.home),
+                     settings=settings)
     if args.json:
         print(json.dumps(selection.to_dict(), indent=2))
     else:
@@ -199,15 +204,14 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from schedulers.launch import Executors, submit_run, wait_for_run
-
+    settings = load_settings()
     spec = _with_epochs(load_spec(args.spec), args.epochs)
-    registry = _registry()
+    registry = RunRegistry(home=settings.home)
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
     user = args.user or default_user()
     run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
-                     executors=executors, args=extra)
+                     executors=executors, args=extra, settings=settings)
     out = sys.stderr if args.json else sys.stdout
     reasons = (run.selection or {}).get("reasons", [])
     if reasons:
@@ -321,8 +325,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
                            exit_code=1)
     if args.tail is not None:
-        from core.runs import tail_file
-
         text = tail_file(path, args.tail)
         sys.stdout.write(text + ("\n" if text else ""))
         return 0

@@ -1,0 +1,33 @@
+"""FlowTrain's settings, one object for the portal and the command line (see :mod:`settings.config`).
+
+A top-level package, not part of ``core``: the framework-free heart knows nothing of homes, users
+or schedulers. Everything above ``core`` (``schedulers``, ``portal``, ``cli``) reads its settings here.
+"""
+
+from settings.config import (
+    CONFIG_ENV,
+    ENVIRONMENTS_ENV,
+    HOME_ENV,
+    SCHEDULER_ENV,
+    AuthSettings,
+    ConfigError,
+    Settings,
+    flowtrain_home,
+    load_settings,
+)
+from settings.environments import SCHEDULERS, Environment, FrameworkOverride
+
+__all__ = [
+    "CONFIG_ENV",
+    "ENVIRONMENTS_ENV",
+    "HOME_ENV",
+    "SCHEDULER_ENV",
+    "SCHEDULERS",
+    "AuthSettings",
+    "ConfigError",
+    "Environment",
+    "FrameworkOverride",
+    "Settings",
+    "flowtrain_home",
+    "load_settings",
+]

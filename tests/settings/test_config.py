@@ -1,0 +1,124 @@
+"""One settings object for the portal and the command line (settings/config.py): the file, its
+defaults, which source wins for home, scheduler and environments, and every mistake named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import CommandError
+from settings import ConfigError, flowtrain_home, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def envs_file(path: Path, scheduler: str | None = None) -> Path:
+    doc: dict = {"environments": [{"name": path.stem, "python": "/opt/x/bin/python", "frameworks": ["torch"]}]}
+    if scheduler:
+        doc["scheduler"] = scheduler
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_defaults_run_a_fresh_checkout_locally(tmp_path: Path) -> None:
+    s = load_settings(environ={}, cwd=tmp_path)
+    assert s.scheduler == "local" and s.auth.mode == "local" and s.builtin_datasets
+    assert s.home == tmp_path.resolve() / "var" and s.data_roots == (str(tmp_path / "data"),)
+    assert s.config_path is None and s.environments_file is None
+    assert [e.python for e in s.environments] == [sys.executable] and s.environments_source == "(built-in default)"
+
+
+def test_settings_file_with_relative_paths_and_env_home(tmp_path: Path) -> None:
+    cfg = tmp_path / "etc" / "ft.toml"
+    cfg.parent.mkdir()
+    envs_file(cfg.parent / "envs.json")
+    cfg.write_text('home = "state"\nscheduler = "slurm"\nenvironments_file = "envs.json"\n'
+                   '[data]\nroots = ["/scratch/{user}", "shared"]\nbuiltin_datasets = false\n'
+                   '[data.users.alice]\nroots = ["alice-data"]\n'
+                   '[auth]\nmode = "header"\nheader = "X-Forwarded-User"\n', encoding="utf-8")
+    s = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg)}, cwd=tmp_path)
+    assert s.home == cfg.parent.resolve() / "state" and s.scheduler == "slurm"
+    assert s.environments_file == cfg.parent / "envs.json" and [e.name for e in s.environments] == ["envs"]
+    assert s.data_roots == ("/scratch/{user}", str(cfg.parent / "shared")) and not s.builtin_datasets
+    assert s.user_data_roots == {"alice": (str(cfg.parent / "alice-data"),)}
+    assert (s.auth.mode, s.auth.header) == ("header", "X-Forwarded-User")
+    s2 = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg), "FLOWTRAIN_HOME": "h"}, cwd=tmp_path)
+    assert s2.home == tmp_path.resolve() / "h"
+
+
+def test_home_is_resolved_in_one_place(tmp_path: Path) -> None:
+    """FLOWTRAIN_HOME > the file's home > ./var, always absolute; flowtrain_home() agrees with the object."""
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('home = "from-file"\n', encoding="utf-8")
+    cases = [
+        ({}, tmp_path / "var"),
+        ({"FLOWTRAIN_CONFIG": str(cfg)}, tmp_path / "from-file"),
+        ({"FLOWTRAIN_CONFIG": str(cfg), "FLOWTRAIN_HOME": "from-env"}, tmp_path / "from-env"),
+        ({"FLOWTRAIN_HOME": str(tmp_path / "abs")}, tmp_path / "abs"),
+    ]
+    for environ, expected in cases:
+        assert load_settings(environ=environ, cwd=tmp_path).home == expected.resolve(), environ
+        assert flowtrain_home(environ=environ, cwd=tmp_path) == expected.resolve(), environ
+
+
+def test_scheduler_and_environments_precedence(tmp_path: Path) -> None:
+    """FLOWTRAIN_SCHEDULER > the settings file > the environments file > local;
+    FLOWTRAIN_ENVIRONMENTS > the settings file's environments_file."""
+    from_env = envs_file(tmp_path / "from-env.json", scheduler="slurm")
+    from_file = envs_file(tmp_path / "from-file.json")
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(f'environments_file = "{from_file}"\n', encoding="utf-8")
+    base = {"FLOWTRAIN_CONFIG": str(cfg)}
+    s = load_settings(environ=base, cwd=tmp_path)
+    assert (s.scheduler, [e.name for e in s.environments]) == ("local", ["from-file"])
+    s = load_settings(environ={**base, "FLOWTRAIN_ENVIRONMENTS": str(from_env)}, cwd=tmp_path)
+    assert (s.scheduler, [e.name for e in s.environments]) == ("slurm", ["from-env"])
+    assert s.environments_source == str(from_env)
+    cfg.write_text(f'scheduler = "local"\nenvironments_file = "{from_env}"\n', encoding="utf-8")
+    assert load_settings(environ=base, cwd=tmp_path).scheduler == "local"  # the settings file beats envs file
+    assert load_settings(environ={**base, "FLOWTRAIN_SCHEDULER": "slurm"}, cwd=tmp_path).scheduler == "slurm"
+    with pytest.raises(CommandError, match="FLOWTRAIN_SCHEDULER='pbs'; expected local or slurm"):
+        load_settings(environ={"FLOWTRAIN_SCHEDULER": "pbs"}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('schedular = "local"\n', ["schedular"]),
+    ('scheduler = "pbs"\n', ["pbs", "slurm"]),
+    ('[auth]\nmode = "ldap"\n', ["ldap", "header"]),
+    ('[data]\nroots = "data"\n', ["data.roots", "list"]),
+    ('[auth]\nheader = "X User"\n', ["auth.header"]),
+    ("home = [\n", ["TOML"]),
+])
+def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) -> None:
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, environ={})
+    assert str(cfg) in str(err.value) and all(w in str(err.value) for w in words)
+    with pytest.raises(ConfigError, match="no such settings file"):
+        load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_command_line_honours_the_settings_file(tmp_path: Path) -> None:
+    """No FLOWTRAIN_HOME: the CLI keeps its registry where the settings file's home says, and takes the
+    environments file the settings file names, as the portal does."""
+    envs = envs_file(tmp_path / "site-envs.json")
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(f'home = "site-home"\nenvironments_file = "{envs}"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
+    env.update(FLOWTRAIN_CONFIG=str(cfg), FLOWTRAIN_USER="tester")
+    runs = subprocess.run([sys.executable, "-m", "flowtrain", "runs"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert runs.returncode == 0, runs.stderr
+    assert runs.stdout.strip() == "no runs for user tester"
+    assert (tmp_path / "site-home" / "flowtrain.db").is_file() and not (REPO / "site-home").exists()
+    fws = subprocess.run([sys.executable, "-m", "flowtrain", "frameworks", "--json"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert fws.returncode == 0, fws.stderr
+    doc = json.loads(fws.stdout)
+    assert doc["source"] == str(envs) and [e["environment"]["name"] for e in doc["environments"]] == ["site-envs"]
