@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
+from core.frameworks import FRAMEWORKS
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
 from schedulers.base import RunState, SchedulerError
@@ -97,7 +98,7 @@ def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
                 f"{t.epochs} epoch(s) · {t.resources.nodes} node(s) × {t.resources.gpus_per_node} GPU(s) · "
                 f"scheduler **{settings.scheduler}**")
     a, b = st.columns([2, 3], vertical_alignment="bottom")
-    choices = ["auto", "torch", "keras", "paddle"]
+    choices = ["auto", *FRAMEWORKS]
     framework = a.selectbox("Framework", choices, index=choices.index(t.framework), key="runs.framework",
                             help="auto: the selector chooses (see the Cluster page for its reasons).")
     if b.button("Submit run", key="runs.submit", type="primary"):
