@@ -357,7 +357,7 @@ def make_optimizer(plan: Plan) -> keras.optimizers.Optimizer:
 # --------------------------------------------------------------------------- training steps, checkpoints, the saved model
 
 
-def combine_gradients(grads: list, variables: list, replicas: int) -> list:
+def combine_gradients(grads: list, replicas: int) -> list:
     """Clip and decay as torch does, on the gradient of the whole global batch.
 
     Runs on each replica before the optimizer, which sums the replicas' gradients: clipping needs
@@ -443,7 +443,7 @@ class Trainer:
 
     def replica_step(self, x: tf.Tensor, y: tf.Tensor, stop: tf.Tensor) -> tf.Tensor:
         grads, output, losses = self.gradients(x, y)
-        grads = combine_gradients(grads, self.variables, self.replicas)
+        grads = combine_gradients(grads, self.replicas)
         self.optimizer.apply(grads, self.variables)  # sums the replicas' gradients
         return tf.concat([batch_totals(output, y, losses), [stop]], axis=0)
 

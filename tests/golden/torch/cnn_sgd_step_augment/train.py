@@ -58,10 +58,9 @@ CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
 CHECKPOINT_EACH_EPOCH = True
 CHECKPOINTS_KEPT = 2
 PRECISION = 'auto'  # "auto": bf16 autocast on GPUs that support it, else fp32
-# Speed switches ("auto" turns each on where it helps): torch.compile and channels_last on a GPU,
+# Speed switches ("auto" turns each on where it helps): torch.compile and channels_last (images) on a GPU,
 # the data on the training device when it fits (always on a CPU, where it is in memory anyway).
 PERFORMANCE = {'compile': 'auto', 'channels_last': 'auto', 'device_data': 'auto'}
-HAS_CONV2D = True
 COMPILE_MIN_STEPS = 300  # "auto" compiles only runs long enough to earn back the compile time
 STOP_CHECK_EVERY = 10  # optimizer steps between the ranks' checks for a stop signal
 CHECKPOINT_FILES = (".pt",)
@@ -263,7 +262,7 @@ def setup_compute(processes: Processes) -> Compute:
     return Compute(
         device=torch.device(f"cuda:{processes.local_rank}") if cuda else torch.device("cpu"),
         bf16=PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported()),
-        channels_last=HAS_CONV2D and choose(PERFORMANCE["channels_last"], cuda))
+        channels_last=choose(PERFORMANCE["channels_last"], cuda))
 
 
 # --------------------------------------------------------------------------- data

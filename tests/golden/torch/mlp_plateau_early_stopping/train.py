@@ -59,10 +59,9 @@ CHECKPOINT_EACH_EPOCH = True
 CHECKPOINTS_KEPT = 2
 EARLY_STOPPING = {"monitor": 'val_accuracy', "patience": 3, "min_delta": 0.001}
 PRECISION = 'auto'  # "auto": bf16 autocast on GPUs that support it, else fp32
-# Speed switches ("auto" turns each on where it helps): torch.compile and channels_last on a GPU,
+# Speed switches ("auto" turns each on where it helps): torch.compile on a GPU,
 # the data on the training device when it fits (always on a CPU, where it is in memory anyway).
-PERFORMANCE = {'compile': 'auto', 'channels_last': 'auto', 'device_data': 'auto'}
-HAS_CONV2D = False
+PERFORMANCE = {'compile': 'auto', 'device_data': 'auto'}
 COMPILE_MIN_STEPS = 300  # "auto" compiles only runs long enough to earn back the compile time
 STOP_CHECK_EVERY = 10  # optimizer steps between the ranks' checks for a stop signal
 CHECKPOINT_FILES = (".pt",)
@@ -290,7 +289,7 @@ def setup_compute(processes: Processes) -> Compute:
     return Compute(
         device=torch.device(f"cuda:{processes.local_rank}") if cuda else torch.device("cpu"),
         bf16=PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported()),
-        channels_last=HAS_CONV2D and choose(PERFORMANCE["channels_last"], cuda))
+        channels_last=False)
 
 
 # --------------------------------------------------------------------------- data
@@ -789,8 +788,6 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(SEED)  # the same initial weights on every rank
     model = build_model().to(compute.device)
-    if compute.channels_last:
-        model = model.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(model)
     scheduler = make_scheduler(optimizer)
     trainer = Trainer(model, optimizer, scheduler, sources, processes, compute, plan)
