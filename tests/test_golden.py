@@ -99,3 +99,26 @@ def test_manifest_states_a_minimum_framework_version(program: tuple[str, str, Pr
     requirement = json.loads(generated.files["manifest.json"])["framework_requirement"]
     package = {"torch": "torch", "keras": "tensorflow", "paddle": "paddlepaddle"}[framework]
     assert requirement.startswith(f"{package}>="), requirement
+
+
+SHARED = ("Processes", "Plan", "Progress", "Report", "StopFlag", "EarlyStopping", "summarise", "write_atomically",
+          "checkpoint_paths", "newest_checkpoint", "prune_checkpoints", "lr_factor", "choose")
+
+
+def top_level_sources(source: str) -> dict[str, str]:
+    tree = ast.parse(source)
+    return {node.name: ast.get_source_segment(source, node) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_runtime_is_the_same_code_in_every_framework(case: str) -> None:
+    """The run's records, checkpoint files, learning-rate formula and speed switches are one text in the
+    three programs; torch's and paddle's training loops (Run) are one text too (Keras's runs several
+    steps per call)."""
+    spec = case_spec(case)
+    programs = {fw: top_level_sources(generate(spec, fw).files["train.py"]) for fw in FRAMEWORKS}
+    for name in SHARED:
+        texts = {fw: functions.get(name) for fw, functions in programs.items()}
+        assert len(set(texts.values())) == 1, f"{case}: {name} differs between the frameworks: {sorted(texts)}"
+    assert programs["torch"]["Run"] == programs["paddle"]["Run"]
