@@ -5,6 +5,12 @@ with ``_``) and ``templates/common/`` through Jinja2 with ``StrictUndefined``: a
 that refers to something the mapper did not provide fails at generation time, not in
 the researcher's job. Values reach the code only through the ``py`` filter
 (:func:`core.mapping.base.literal`).
+
+A framework's ``train.py.j2`` includes the shared partials of ``templates/common/`` (the
+run's records, checkpoint files, command line, learning-rate formulas and training loop:
+the same in every program) and its own partials for what differs. The shared partials
+read the training settings from ``runtime`` (:func:`runtime_context`), which is the same
+for every framework.
 """
 
 from __future__ import annotations
@@ -25,6 +31,14 @@ from core.validate import Analysis, validate
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 FLOWTRAIN_VERSION = "0.1.0"
+
+# The oldest framework release each generated program runs on (``manifest.json``), from the APIs
+# the templates call; docs/generated-program.md lists the reasons.
+FRAMEWORK_REQUIREMENTS = {
+    "torch": "torch>=2.5",  # fused CPU optimizers (2.4), torch.onnx.export(dynamo=False) (2.5)
+    "keras": "tensorflow>=2.16",  # the first TensorFlow with Keras 3 (keras.ops, optimizer.apply, model.export)
+    "paddle": "paddlepaddle>=3.0",  # paddle.jit.save's PIR program (model.json), to_static(full_graph=True)
+}
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ def generate(spec: PipelineSpec, framework: str, analysis: Analysis | None = Non
     context.setdefault("framework", framework)
     context.setdefault("flowtrain_version", FLOWTRAIN_VERSION)
     context.setdefault("spec_hash", spec.spec_hash())
+    context.setdefault("runtime", runtime_context(spec))
     env = environment(framework)
     files: dict[str, str] = {}
     for name in _top_level_templates(framework):
@@ -83,6 +98,34 @@ def generate(spec: PipelineSpec, framework: str, analysis: Analysis | None = Non
     files["spec.json"] = spec.to_json() + "\n"
     files["manifest.json"] = _manifest(spec, framework, files, context)
     return Program(framework, files)
+
+
+def runtime_context(spec: PipelineSpec) -> dict[str, Any]:
+    """The training section as typed values, one shape for every framework's train.py (rendered only
+    through the ``py`` filter)."""
+    t = spec.training
+    opt, sched, stop, ckpt, perf = t.optimizer, t.schedule, t.early_stopping, t.checkpoint, t.performance
+    return {
+        "epochs": int(t.epochs),
+        "samples_per_epoch": None if t.samples_per_epoch is None else int(t.samples_per_epoch),
+        "loss": str(t.loss),
+        "label_smoothing": float(t.label_smoothing),
+        "precision": str(t.precision),
+        "clip": None if t.gradient_clip_norm is None else float(t.gradient_clip_norm),
+        "log_every": int(t.log_every_steps),
+        "optimizer": {"name": str(opt.name), "lr": float(opt.lr), "momentum": float(opt.momentum),
+                      "nesterov": bool(opt.nesterov and opt.momentum > 0), "weight_decay": float(opt.weight_decay),
+                      "betas": (float(opt.betas[0]), float(opt.betas[1])), "eps": float(opt.eps)},
+        "schedule": {"name": str(sched.name), "step_size": int(sched.step_size), "gamma": float(sched.gamma),
+                     "warmup_epochs": int(sched.warmup_epochs), "min_lr": float(sched.min_lr),
+                     "patience": int(sched.patience), "factor": float(sched.factor)},
+        "early_stopping": {"patience": None if stop.patience is None else int(stop.patience),
+                           "monitor": str(stop.monitor), "min_delta": float(stop.min_delta)},
+        "checkpoint": {"every_steps": None if ckpt.every_steps is None else int(ckpt.every_steps),
+                       "every_epoch": bool(ckpt.every_epoch), "keep": int(ckpt.keep)},
+        "performance": {"compile": str(perf.compile), "channels_last": str(perf.channels_last),
+                        "device_data": str(perf.device_data), "xla": str(perf.xla)},
+    }
 
 
 def _top_level_templates(framework: str) -> list[str]:
@@ -102,7 +145,7 @@ def _manifest(spec: PipelineSpec, framework: str, files: dict[str, str], context
         "spec_hash": spec.spec_hash(),
         "schema_version": spec.schema_version,
         "framework": framework,
-        "framework_requirement": context.get("framework_requirement", framework),
+        "framework_requirement": FRAMEWORK_REQUIREMENTS[framework],
         "entry_point": "train.py",
         "files": {name: hashlib.sha256(content.encode()).hexdigest() for name, content in sorted(files.items())},
     }

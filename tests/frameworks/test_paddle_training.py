@@ -239,6 +239,7 @@ _RANK_WRAPPER = """
 import sys
 
 import numpy as np
+import paddle.distributed as dist
 
 import model
 import train
@@ -255,7 +256,7 @@ def build_and_keep():
 train.build_model = build_and_keep
 code = train.main(sys.argv[1:])
 state = built[0].state_dict()
-np.savez(f"rank{train.RANK}.npz", **{k: v.numpy() for k, v in state.items()})
+np.savez(f"rank{dist.get_rank()}.npz", **{k: v.numpy() for k, v in state.items()})
 sys.exit(code)
 """
 

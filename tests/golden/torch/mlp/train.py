@@ -24,6 +24,7 @@ import sys
 import time
 import warnings
 from contextlib import nullcontext
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,69 +48,83 @@ from model import INPUT_SHAPE, build_model
 
 PIPELINE = 'mlp'
 SPEC_HASH = '7fced0d2f89adaa9c7208eef3c8e1855ca38dae2c8fa9fa679c4e1f9b88283ae'
+FRAMEWORK = 'torch'
 EPOCHS = 12
 SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LR = 0.001
 MIN_LR = 0.0
-GRADIENT_CLIP_NORM = None
 LOG_EVERY = 50  # optimizer steps between "train" records
 CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
 CHECKPOINT_EACH_EPOCH = True
 CHECKPOINTS_KEPT = 2
 PRECISION = 'auto'  # "auto": bf16 autocast on GPUs that support it, else fp32
-# Speed switches ("auto" turns each on where it helps): torch.compile and channels_last on a GPU,
+# Speed switches ("auto" turns each on where it helps): torch.compile on a GPU,
 # the data on the training device when it fits (always on a CPU, where it is in memory anyway).
-PERFORMANCE = {'compile': 'auto', 'channels_last': 'auto', 'device_data': 'auto'}
-HAS_CONV2D = False
+PERFORMANCE = {'compile': 'auto', 'device_data': 'auto'}
 COMPILE_MIN_STEPS = 300  # "auto" compiles only runs long enough to earn back the compile time
+STOP_CHECK_EVERY = 10  # optimizer steps between the ranks' checks for a stop signal
+CHECKPOINT_FILES = (".pt",)
+UNREADABLE = (RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError, pickle.UnpicklingError)  # a damaged checkpoint
 
 EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 3
 STARTED = time.perf_counter()
 
 
-# --------------------------------------------------------------------------- processes and devices
+# --------------------------------------------------------------------------- the run's state and records
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03"."""
-    match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist)
-    prefix, ranges = match.group(1), match.group(2)
-    return prefix + re.split(r"[,-]", ranges)[0] if ranges else prefix
+@dataclass(frozen=True)
+class Processes:
+    """This process's place in a data-parallel run (rank 0 writes the files)."""
+
+    rank: int = 0
+    world: int = 1  # processes in the run
+    local_rank: int = 0  # rank among the processes on this machine
 
 
-def setup_distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's variables, or from Slurm's when launched by srun."""
-    env = os.environ
-    if "RANK" not in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
-        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-        env.setdefault("MASTER_ADDR", first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
-        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
-    world = int(env.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
-    if world > 1:
-        if torch.cuda.is_available():
-            torch.cuda.set_device(local_rank)
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return rank, world, local_rank
+@dataclass(frozen=True)
+class Plan:
+    """The length of the run: `epochs` of `steps_per_epoch` optimizer steps, unless --max-steps ends it sooner."""
+
+    epochs: int
+    steps_per_epoch: int
+    max_steps: int | None = None
+
+    @property
+    def total_steps(self) -> int:
+        """The steps of all the epochs (what the learning-rate schedule spans)."""
+        return self.epochs * self.steps_per_epoch
+
+    @property
+    def last_step(self) -> int:
+        """The step the run ends at, --max-steps counted."""
+        return self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
 
 
-RANK, WORLD, LOCAL_RANK = 0, 1, 0
-DEVICE = torch.device("cpu")
+@dataclass
+class Progress:
+    """Optimizer steps so far, the epoch (0-based) and the next batch in it: what a resumed run continues from."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
 
 
-def log(message: str) -> None:
-    """Human-readable progress on stdout (rank 0 only)."""
-    if RANK == 0:
-        print(message, flush=True)
+class Report:
+    """What the run tells, from rank 0 only: metrics.jsonl (one JSON object per line, flushed at once
+    so that a portal can tail it) and progress lines on stdout."""
 
+    def __init__(self, out: Path, rank: int) -> None:
+        self.rank = rank
+        self.file = None
+        if rank == 0:
+            out.mkdir(parents=True, exist_ok=True)
+            self.file = (out / "metrics.jsonl").open("a", encoding="utf-8")
 
-class MetricsLog:
-    """metrics.jsonl: one JSON object per line, flushed at once so that a portal can tail it."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.file = path.open("a", encoding="utf-8") if path is not None else None
+    def say(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
 
     def write(self, event: str, step: int, epoch: int, **fields: object) -> None:
         if self.file is None:
@@ -122,30 +137,132 @@ class MetricsLog:
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGUSR1 (Slurm's pre-emption and time-limit warning): checkpoint, then exit 3.
+    """Set by SIGTERM/SIGUSR1 (Slurm's pre-emption and time-limit warning): checkpoint, then exit 3."""
 
-    With several processes the ranks must stop at the same step: every CHECK_EVERY steps they add up
-    their flags over a CPU (gloo) process group, which does not wait for the GPU.
-    """
-
-    CHECK_EVERY = 10
     signum: int | None = None
-    group = None
+
+    @classmethod
+    def install(cls) -> None:
+        for signum in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(signum, cls.request)
 
     @classmethod
     def request(cls, signum: int, frame: object) -> None:
         cls.signum = signum
 
-    @classmethod
-    def agreed(cls, step: int) -> int | None:
-        """The signal to stop for, once every rank knows about it."""
-        if WORLD == 1:
-            return cls.signum
-        if step % cls.CHECK_EVERY:
-            return None
-        flag = torch.tensor([cls.signum or 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=cls.group)
-        return int(flag) or None
+
+def summarise(totals: list[float]) -> dict[str, float]:
+    """Metrics from summed [loss·n, two metric sums, n] of some batches."""
+    loss_sum, correct, _, count = totals
+    count = max(count, 1.0)
+    return {"loss": loss_sum / count, "accuracy": correct / count}
+
+
+# --------------------------------------------------------------------------- files
+# A checkpoint is the files checkpoints/ckpt-<step><suffix> for the suffixes in CHECKPOINT_FILES,
+# written in that order; the last one marks it complete.
+
+
+def write_atomically(path: Path, save) -> None:
+    """Write through a temporary file and rename it: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        save(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def checkpoint_paths(folder: Path) -> list[Path]:
+    """The complete checkpoints in `folder` (the path of each one's last file), newest first."""
+    marker = CHECKPOINT_FILES[-1]
+    found = []
+    for path in folder.glob(f"ckpt-*{marker}"):
+        step = path.name.removeprefix("ckpt-").removesuffix(marker)
+        if step.isdigit():
+            found.append((int(step), path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def newest_checkpoint(folder: Path, read) -> tuple[dict | None, Path | None]:
+    """The state of the newest checkpoint that `read` loads; a truncated or foreign one is skipped with a warning."""
+    for path in checkpoint_paths(folder):
+        try:
+            state = read(path)
+        except UNREADABLE as exc:
+            print(f"warning: skipping unreadable checkpoint {path}: {exc}", file=sys.stderr)
+            continue
+        if state.get("spec_hash") != SPEC_HASH:
+            print(f"warning: skipping {path}: written for another pipeline spec", file=sys.stderr)
+            continue
+        return state, path
+    return None, None
+
+
+def prune_checkpoints(folder: Path) -> None:
+    """Keep the newest CHECKPOINTS_KEPT checkpoints."""
+    for old in checkpoint_paths(folder)[CHECKPOINTS_KEPT:]:
+        for suffix in reversed(CHECKPOINT_FILES):  # the marker first: a half-deleted checkpoint is incomplete
+            old.with_suffix(suffix).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- processes and devices
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03"."""
+    match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist)
+    prefix, ranges = match.group(1), match.group(2)
+    return prefix + re.split(r"[,-]", ranges)[0] if ranges else prefix
+
+
+def setup_distributed() -> Processes:
+    """This process's place from torchrun's variables, or from Slurm's when launched by srun."""
+    env = os.environ
+    if "RANK" not in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+        env.setdefault("MASTER_ADDR", first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
+        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+    world = int(env.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+    if world > 1:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Processes(rank, world, local_rank)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """This process's device and how it computes there."""
+
+    device: torch.device
+    bf16: bool  # bf16 autocast
+    channels_last: bool  # images in channels-last memory format
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
+
+    def layout(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
+
+
+def setup_compute(processes: Processes) -> Compute:
+    """The GPU of this process's local rank if there is one, else the CPU, with the speed settings for it."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = PRECISION != "fp32"
+        torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
+    elif "OMP_NUM_THREADS" not in os.environ:  # the processes on one machine share its cores
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.world))
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_processes))
+    return Compute(
+        device=torch.device(f"cuda:{processes.local_rank}") if cuda else torch.device("cpu"),
+        bf16=PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported()),
+        channels_last=False)
 
 
 # --------------------------------------------------------------------------- data
@@ -158,16 +275,17 @@ def to_tensor(array: np.ndarray) -> torch.Tensor:
 class DeviceBatches:
     """A split held on the training device; batches are sliced there, with no host round trip."""
 
-    def __init__(self, split: Split) -> None:
-        self.x = to_model_layout(to_tensor(split.x).to(DEVICE))
-        self.y = to_tensor(split.y).to(DEVICE)
+    def __init__(self, split: Split, compute: Compute) -> None:
+        self.device = compute.device
+        self.x = compute.layout(to_tensor(split.x).to(self.device))
+        self.y = to_tensor(split.y).to(self.device)
 
     def __len__(self) -> int:
         return len(self.y)
 
     def iterate(self, batches: list[torch.Tensor]):
         for index in batches:
-            index = index.to(DEVICE, non_blocking=True)
+            index = index.to(self.device, non_blocking=True)
             yield self.x[index], self.y[index]
 
 
@@ -209,11 +327,12 @@ class LoaderBatches:
     """A split kept in host memory: DataLoader workers gather each batch (into pinned memory on a
     GPU) and the copy to the device overlaps with compute. For datasets too large for the device."""
 
-    def __init__(self, split: Split, workers: int) -> None:
+    def __init__(self, split: Split, device: torch.device, workers: int) -> None:
+        self.device = device
         self.sampler = BatchList()
         self.dataset = ArrayDataset(split)
         self.loader = DataLoader(self.dataset, batch_sampler=self.sampler, collate_fn=keep_batch,
-                                 num_workers=workers, pin_memory=DEVICE.type == "cuda",
+                                 num_workers=workers, pin_memory=device.type == "cuda",
                                  persistent_workers=workers > 0)
 
     def __len__(self) -> int:
@@ -222,10 +341,21 @@ class LoaderBatches:
     def iterate(self, batches: list[torch.Tensor]):
         self.sampler.batches = [index.tolist() for index in batches]
         for x, y in self.loader:
-            yield x.to(DEVICE, non_blocking=True), y.to(DEVICE, non_blocking=True)
+            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
-def epoch_batches(epoch: int, n: int) -> list[torch.Tensor]:
+def place_data(splits: dict[str, Split], compute: Compute) -> dict[str, DeviceBatches | LoaderBatches]:
+    """Every split on the training device when it fits (always on a CPU), else in host memory."""
+    cuda = compute.device.type == "cuda"
+    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
+    free = torch.cuda.mem_get_info(compute.device)[0] if cuda else 0
+    if choose(PERFORMANCE["device_data"], not cuda or data_bytes < free // 4):
+        return {name: DeviceBatches(split, compute) for name, split in splits.items()}
+    return {name: LoaderBatches(split, compute.device, NUM_WORKERS if name == "train" else 0)
+            for name, split in splits.items()}
+
+
+def epoch_batches(epoch: int, n: int, processes: Processes) -> list[torch.Tensor]:
     """This rank's batches of sample indices for one epoch.
 
     The order is a function of (SEED, epoch) only, so a resumed run sees the same batches as an
@@ -237,16 +367,16 @@ def epoch_batches(epoch: int, n: int) -> list[torch.Tensor]:
         order = torch.cat([torch.randperm(n, generator=generator) for _ in range(-(-total // n))])[:total]
     else:
         order = torch.arange(total) % n
-    per_rank = total // WORLD
-    batches = list(order[RANK::WORLD][:per_rank].split(BATCH_SIZE))
+    per_rank = total // processes.world
+    batches = list(order[processes.rank::processes.world][:per_rank].split(BATCH_SIZE))
     if len(batches) > 1 and len(batches[-1]) == 1:
         batches.pop()  # a one-sample batch has no batch statistics (BatchNorm)
     return batches
 
 
-def eval_batches(n: int) -> list[torch.Tensor]:
+def eval_batches(n: int, processes: Processes) -> list[torch.Tensor]:
     """Every sample once, spread over the ranks (their sums are added up afterwards)."""
-    return list(torch.arange(RANK, n, WORLD).split(BATCH_SIZE))
+    return list(torch.arange(processes.rank, n, processes.world).split(BATCH_SIZE))
 
 
 # --------------------------------------------------------------------------- loss and metrics
@@ -257,47 +387,9 @@ def compute_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def batch_sums(loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[loss·n, correct predictions] of one batch, as a device tensor (no host synchronisation)."""
+    """[loss·n, correct predictions, 0] of one batch, as a device tensor (no host synchronisation)."""
     correct = (output.argmax(dim=1) == target).sum()
-    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype)))
-
-
-STATS = 2  # length of batch_sums()
-
-
-def summarise(totals: list[float]) -> dict[str, float]:
-    """Metrics from the summed batch_sums() of some batches followed by their number of samples."""
-    loss_sum, correct, count = totals
-    count = max(count, 1.0)
-    return {"loss": loss_sum / count, "accuracy": correct / count}
-
-
-def autocast():
-    return torch.autocast(DEVICE.type, dtype=torch.bfloat16) if USE_BF16 else nullcontext()
-
-
-USE_BF16 = False
-CHANNELS_LAST = False
-
-
-def to_model_layout(x: torch.Tensor) -> torch.Tensor:
-    return x.contiguous(memory_format=torch.channels_last) if CHANNELS_LAST and x.dim() == 4 else x
-
-
-def evaluate(model: torch.nn.Module, source: DeviceBatches | LoaderBatches) -> dict[str, float]:
-    """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
-    model.eval()
-    totals = torch.zeros(STATS + 1, dtype=torch.float64, device=DEVICE)
-    with torch.no_grad():
-        for x, y in source.iterate(eval_batches(len(source))):
-            with autocast():
-                output = model(to_model_layout(x)).float()
-            totals[:STATS] += batch_sums(compute_loss(output, y), output, y)
-            totals[STATS] += len(y)
-    if WORLD > 1:
-        dist.all_reduce(totals)
-    model.train()
-    return summarise(totals.tolist())
+    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype), torch.zeros_like(loss)))
 
 
 # --------------------------------------------------------------------------- optimizer and schedule
@@ -309,112 +401,315 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
                              weight_decay=0.01, fused=True)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, steps_per_epoch: int,
-                   total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """Cosine decay from LR to MIN_LR over the whole run, stepped after every optimizer step (it stays
-    at MIN_LR if the run goes on)."""
-
-    def factor(step: int) -> float:
-        progress = min(step / max(1, total_steps), 1.0)
-        return (MIN_LR + (LR - MIN_LR) * 0.5 * (1 + math.cos(math.pi * progress))) / LR
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def lr_factor(step: int, plan: Plan) -> float:
+    """The learning rate at optimizer step `step` as a multiple of LR: cosine decay from LR to MIN_LR over
+    the whole run (it stays at MIN_LR if the run goes on)."""
+    progress = min(step / max(1, plan.total_steps), 1.0)
+    return (MIN_LR + (LR - MIN_LR) * 0.5 * (1 + math.cos(math.pi * progress))) / LR
 
 
-# --------------------------------------------------------------------------- checkpoints
+def make_scheduler(optimizer: torch.optim.Optimizer, plan: Plan) -> torch.optim.lr_scheduler.LambdaLR:
+    """LR × lr_factor(step), stepped after every optimizer step."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, plan))
 
 
-def checkpoint_files(folder: Path) -> list[tuple[int, Path]]:
-    """(step, path) of the checkpoints in `folder`, newest first."""
-    found = []
-    for path in folder.glob("ckpt-*.pt"):
-        match = re.fullmatch(r"ckpt-(\d+)\.pt", path.name)
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found, reverse=True)
+# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
 
 
-def write_atomically(path: Path, save) -> None:
-    """Write through a temporary file and rename it: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        save(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+class Trainer:
+    """PyTorch's part of the run (Run, below, drives it): optimizer steps on this rank's batches,
+    evaluation, checkpoints and the saved model."""
 
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LambdaLR,
+                 sources: dict[str, DeviceBatches | LoaderBatches], processes: Processes, compute: Compute,
+                 plan: Plan) -> None:
+        self.model, self.optimizer = model, optimizer
+        self.scheduler = scheduler
+        self.sources, self.processes, self.compute, self.plan = sources, processes, compute, plan
+        self.net = model  # what the training steps call: start() wraps it for several ranks and torch.compile
+        self.compiled = False
+        self.sums = torch.zeros(3, dtype=torch.float64, device=compute.device)  # summed batch_sums(), on the device
+        self.samples = 0
+        self.batches = iter(())
+        # with several ranks, all must stop at the same step: they add up their stop flags over a CPU
+        # (gloo) process group, which does not wait for the GPU
+        self.stop_group = dist.new_group(backend="gloo") if processes.world > 1 else None
+        self.steps_unchecked = 0
 
-def rng_state() -> dict[str, torch.Tensor]:
-    state = {"cpu": torch.get_rng_state()}
-    if DEVICE.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(DEVICE)
-    return state
+    def start(self, state: dict | None) -> None:
+        """Load a checkpoint's state (or seed a fresh run), then wrap the model for the training steps."""
+        if state is None:
+            torch.manual_seed(SEED + self.processes.rank)  # dropout and augmentation differ between ranks
+        else:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.restore_rng(state["rng"])
+        cuda = self.compute.device.type == "cuda"
+        steps_left = self.plan.last_step - (0 if state is None else state["progress"]["step"])
+        self.compiled = choose(PERFORMANCE["compile"], cuda and steps_left >= COMPILE_MIN_STEPS)
+        if self.processes.world > 1:
+            self.net = DistributedDataParallel(self.model, device_ids=[self.processes.local_rank] if cuda else None)
+        if self.compiled:
+            self.net = torch.compile(self.net)
+        self.net.train()
 
+    def start_epoch(self, epoch: int, first_batch: int) -> None:
+        batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
+        self.batches = self.sources["train"].iterate(batches[first_batch:])
 
-def save_checkpoint(folder: Path, state: dict) -> Path | None:
-    """Every rank calls this (the RNG states are gathered); rank 0 writes ckpt-<step>.pt."""
-    rngs = [rng_state()]
-    if WORLD > 1:
-        rngs = [None] * WORLD
-        dist.all_gather_object(rngs, rng_state())
-    if RANK != 0:
-        return None
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"ckpt-{state['progress']['step']}.pt"
-    write_atomically(path, lambda f: torch.save({**state, "rng": rngs, "spec_hash": SPEC_HASH}, f))
-    for _, old in checkpoint_files(folder)[CHECKPOINTS_KEPT:]:
-        old.unlink(missing_ok=True)
-    return path
+    def train_step(self) -> None:
+        """One optimizer step on the epoch's next batch."""
+        x, y = next(self.batches)
+        with self.compute.autocast():
+            output = self.net(self.compute.layout(x)).float()
+        loss = compute_loss(output, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.sums += batch_sums(loss, output, y)
+        self.samples += len(y)
 
+    def totals(self) -> list[float]:
+        """[loss·n, two metric sums, n] of the training batches so far, over all ranks (a host synchronisation)."""
+        totals = self.sums.tolist() + [float(self.samples)]
+        if self.processes.world > 1:
+            combined = torch.tensor(totals, dtype=torch.float64, device=self.compute.device)
+            dist.all_reduce(combined)
+            totals = combined.tolist()
+        return totals
 
-def load_newest_checkpoint(folder: Path) -> tuple[dict | None, Path | None]:
-    """The newest checkpoint that loads; a truncated or foreign one is skipped with a warning."""
-    for _, path in checkpoint_files(folder):
+    def stop_signal(self) -> int | None:
+        """The signal to stop for, once every rank knows about it (checked every STOP_CHECK_EVERY steps)."""
+        if self.processes.world == 1:
+            return StopFlag.signum
+        self.steps_unchecked += 1
+        if self.steps_unchecked < STOP_CHECK_EVERY:
+            return None
+        self.steps_unchecked = 0
+        flag = torch.tensor([StopFlag.signum or 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
+        return int(flag) or None
+
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
+        source = self.sources[split]
+        totals = torch.zeros(4, dtype=torch.float64, device=self.compute.device)
+        self.model.eval()
+        with torch.no_grad():
+            for x, y in source.iterate(eval_batches(len(source), self.processes)):
+                with self.compute.autocast():
+                    output = self.model(self.compute.layout(x)).float()
+                totals[:3] += batch_sums(compute_loss(output, y), output, y)
+                totals[3] += len(y)
+        if self.processes.world > 1:
+            dist.all_reduce(totals)
+        self.model.train()
+        return summarise(totals.tolist())
+
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        if self.compute.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.compute.device)
+        return state
+
+    def restore_rng(self, states: list[dict[str, torch.Tensor]]) -> None:
+        state = states[self.processes.rank % len(states)]
+        torch.set_rng_state(state["cpu"])
+        if self.compute.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"], self.compute.device)
+
+    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
+        """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.pt."""
+        rngs = [self.rng_state()]
+        if self.processes.world > 1:
+            rngs = [None] * self.processes.world
+            dist.all_gather_object(rngs, self.rng_state())
+        if self.processes.rank != 0:
+            return None
+        state = {**state, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(),
+                 "rng": rngs}
+        path = stem.with_suffix(".pt")
+        write_atomically(path, lambda f: torch.save(state, f))
+        return path
+
+    def read_checkpoint(self, path: Path) -> dict:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict):
+            raise TypeError("not a checkpoint of this program")
+        return state
+
+    def save_model(self, folder: Path) -> dict[str, str | None]:
+        """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
+        write_atomically(folder / "model.pt", lambda f: torch.save(self.model.state_dict(), f))
+        files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
+        self.model.eval()
+        example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=self.compute.device)
+        tmp = folder / "model.onnx.tmp"
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:
-            print(f"warning: skipping unreadable checkpoint {path}: {exc}", file=sys.stderr)
-            continue
-        if not isinstance(state, dict) or state.get("spec_hash") != SPEC_HASH:
-            print(f"warning: skipping {path}: written for another pipeline spec", file=sys.stderr)
-            continue
-        return state, path
-    return None, None
+            with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.onnx.export(self.model, (self.compute.layout(example),), str(tmp), dynamo=False,
+                                  input_names=["input"], output_names=["output"],
+                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
+            print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
+            tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, folder / "model.onnx")
+            files["onnx"] = "model/model.onnx"
+        return files
+
+    def settings(self) -> dict[str, object]:
+        """This process's setup, for the "start" record."""
+        return {"device": str(self.compute.device), "torch_version": torch.__version__,
+                "precision": "bf16" if self.compute.bf16 else "fp32", "compile": self.compiled,
+                "channels_last": self.compute.channels_last,
+                "device_data": isinstance(self.sources["train"], DeviceBatches)}
+
+    def close(self) -> None:
+        if self.processes.world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+# --------------------------------------------------------------------------- the training loop
 
 
-def restore_rng(states: list[dict[str, torch.Tensor]]) -> None:
-    state = states[RANK % len(states)]
-    torch.set_rng_state(state["cpu"])
-    if DEVICE.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], DEVICE)
+class Run:
+    """The epochs of one run, driving the Trainer: the "start", "train", "epoch", "checkpoint", "test"
+    and "end" records, checkpoints, the stop signal and the final evaluation."""
+
+    def __init__(self, trainer: Trainer, report: Report, out: Path, plan: Plan) -> None:
+        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
+        self.progress = Progress()
+        self.val_metrics: dict[str, float] = {}
+        self.val_step = -1  # the step val_metrics were measured at
+        self.logged = ([0.0] * 4, 0.0)  # the training totals and the time of the latest "train" record
+
+    def start(self, resume: bool) -> None:
+        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
+        state, path = newest_checkpoint(self.out / "checkpoints", self.trainer.read_checkpoint) if resume else (None, None)
+        if state is not None:
+            self.progress = Progress(**state["progress"])
+            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
+        self.trainer.start(state)
+        plan, world, settings = self.plan, self.trainer.processes.world, self.trainer.settings()
+        self.report.write("start", self.progress.step, self.progress.epoch, framework=FRAMEWORK, world_size=world,
+                          resumed_from_step=self.progress.step, epochs=plan.epochs,
+                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
+                          train_samples=len(self.trainer.sources["train"]), **settings)
+        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
+        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
+                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
+
+    def train(self) -> int | None:
+        """Train to the end of the last epoch or --max-steps; an exit code when the run ends sooner."""
+        progress, plan, trainer = self.progress, self.plan, self.trainer
+        self.logged = (trainer.totals(), time.perf_counter())
+        while progress.epoch < plan.epochs and progress.step < plan.last_step:
+            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
+            trainer.start_epoch(epoch, progress.batch)
+            while progress.batch < plan.steps_per_epoch:
+                trainer.train_step()
+                progress.step += 1
+                progress.batch += 1
+                if progress.step % LOG_EVERY == 0 and not self.log_training():
+                    return 1
+                signum = trainer.stop_signal()
+                if signum is not None:
+                    return self.stop(signum)
+                if progress.batch < plan.steps_per_epoch:
+                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
+                        self.checkpoint()
+                    if progress.step >= plan.last_step:
+                        return None  # --max-steps within an epoch: no end-of-epoch records
+            self.end_epoch(epoch, started, epoch_totals)
+        return None
+
+    def log_training(self) -> bool:
+        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
+        totals, now = self.trainer.totals(), time.perf_counter()
+        interval = [a - b for a, b in zip(totals, self.logged[0])]
+        seconds = max(now - self.logged[1], 1e-9)
+        self.logged = (totals, now)
+        values = summarise(interval)
+        step, epoch = self.progress.step, self.progress.epoch
+        if not math.isfinite(values["loss"]):
+            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
+                  "or add gradient clipping", file=sys.stderr)
+            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
+            return False
+        rate = interval[3] / seconds
+        lr = self.trainer.learning_rate()
+        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
+        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
+        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
+        return True
+
+    def end_epoch(self, epoch: int, started: float, epoch_totals: list[float]) -> None:
+        """The epoch's records and its checkpoint."""
+        elapsed = time.perf_counter() - started
+        totals = [a - b for a, b in zip(self.trainer.totals(), epoch_totals)]
+        step, lr = self.progress.step, self.trainer.learning_rate()
+        train_metrics = summarise(totals)
+        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
+                          samples_per_s=round(totals[3] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
+        if "val" in self.trainer.sources:
+            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
+            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
+        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
+                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
+                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
+        self.progress.epoch, self.progress.batch = epoch + 1, 0
+        if CHECKPOINT_EACH_EPOCH:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
+        folder = self.out / "checkpoints"
+        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress)}
+        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
+        if path is not None:
+            prune_checkpoints(folder)
+            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
+
+    def stop(self, signum: int) -> int:
+        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
+        self.checkpoint()
+        name = signal.Signals(signum).name
+        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
+        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
+        return EXIT_STOPPED
+
+    def finish(self) -> int:
+        """The final evaluation, the saved model, result.json and the "end" record."""
+        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
+        result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
+                                     "world_size": self.trainer.processes.world}
+        if "val" in sources:
+            if self.val_step != step:
+                self.val_metrics = self.trainer.evaluate("val")
+            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
+        if "test" in sources:
+            test_metrics = self.trainer.evaluate("test")
+            self.report.write("test", step, epoch, split="test", **test_metrics)
+            result.update({f"test_{k}": v for k, v in test_metrics.items()})
+            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
+        if self.trainer.processes.rank == 0:
+            result["files"] = self.trainer.save_model(self.out / "model")
+            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
+            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
+            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
+        return 0
 
 
-# --------------------------------------------------------------------------- final model
-
-
-def save_final_model(model: torch.nn.Module, folder: Path) -> dict[str, str | None]:
-    """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / "model.pt", lambda f: torch.save(model.state_dict(), f))
-    files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
-    model.eval()
-    example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=DEVICE)
-    tmp = folder / "model.onnx.tmp"
-    try:
-        with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
-            warnings.simplefilter("ignore", DeprecationWarning)
-            torch.onnx.export(model, (to_model_layout(example),), str(tmp), dynamo=False, input_names=["input"],
-                              output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-    except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
-        print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
-        tmp.unlink(missing_ok=True)
-    else:
-        os.replace(tmp, folder / "model.onnx")
-        files["onnx"] = "model/model.onnx"
-    return files
-
-
-# --------------------------------------------------------------------------- the run
+# --------------------------------------------------------------------------- command line
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -436,212 +731,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def choose(setting: str, auto: bool) -> bool:
+    """A speed switch: "on", "off", or "auto" (on where `auto` says it helps)."""
     return setting == "on" or (setting == "auto" and auto)
 
 
-def main(argv: list[str] | None = None) -> int:
-    global RANK, WORLD, LOCAL_RANK, DEVICE, USE_BF16, CHANNELS_LAST
-    args = parse_args(argv)
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(signum, StopFlag.request)
-    RANK, WORLD, LOCAL_RANK = setup_distributed()
-    DEVICE = torch.device(f"cuda:{LOCAL_RANK}") if torch.cuda.is_available() else torch.device("cpu")
-    cuda = DEVICE.type == "cuda"
-    if not cuda and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))))
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = PRECISION != "fp32"
-        torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
-    if WORLD > 1:
-        StopFlag.group = dist.new_group(backend="gloo")
-    out = args.out.resolve()
-    if RANK == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    metrics = MetricsLog(out / "metrics.jsonl" if RANK == 0 else None)
+# --------------------------------------------------------------------------- main
 
-    # ---- data
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    StopFlag.install()
+    processes = setup_distributed()
+    compute = setup_compute(processes)
+    out = args.out.resolve()
+    report = Report(out, processes.rank)
     try:
         splits = load_splits(args.data_root)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    log(describe(splits))
-    USE_BF16 = PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported())
-    CHANNELS_LAST = HAS_CONV2D and choose(PERFORMANCE["channels_last"], cuda)
-    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
-    free = torch.cuda.mem_get_info(DEVICE)[0] if cuda else 0
-    device_data = choose(PERFORMANCE["device_data"], not cuda or data_bytes < free // 4)
-    sources = {name: DeviceBatches(split) if device_data else LoaderBatches(split, NUM_WORKERS if name == "train" else 0)
-               for name, split in splits.items()}
-    train_data = sources["train"]
-    steps_per_epoch = len(epoch_batches(0, len(train_data)))
-    epochs = args.epochs
-    total_steps = epochs * steps_per_epoch
-    if args.max_steps is not None:
-        total_steps = min(total_steps, args.max_steps)
+    report.say(describe(splits))
+    sources = place_data(splits, compute)
+    plan = Plan(args.epochs, len(epoch_batches(0, len(sources["train"]), processes)), args.max_steps)
 
-    # ---- model, optimizer, schedule (the same initial weights on every rank: seeded before building)
-    torch.manual_seed(SEED)
-    model = build_model().to(DEVICE)
-    if CHANNELS_LAST:
-        model = model.to(memory_format=torch.channels_last)
+    torch.manual_seed(SEED)  # the same initial weights on every rank
+    model = build_model().to(compute.device)
     optimizer = make_optimizer(model)
-    scheduler = make_scheduler(optimizer, steps_per_epoch, epochs * steps_per_epoch)
-    progress = {"step": 0, "epoch": 0, "batch": 0, "finished": False}
+    scheduler = make_scheduler(optimizer, plan)
+    trainer = Trainer(model, optimizer, scheduler, sources, processes, compute, plan)
 
-    state, path = (None, None) if args.resume == "never" else load_newest_checkpoint(out / "checkpoints")
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if scheduler is not None:
-            scheduler.load_state_dict(state["scheduler"])
-        progress = state["progress"]
-        restore_rng(state["rng"])
-        log(f"resumed from {path} (step {progress['step']}, epoch {progress['epoch'] + 1})")
-    else:
-        torch.manual_seed(SEED + RANK)  # dropout and augmentation differ between ranks
-    resumed_from = progress["step"]
-
-    compile_model = choose(PERFORMANCE["compile"], cuda and total_steps - resumed_from >= COMPILE_MIN_STEPS)
-    net = model
-    if WORLD > 1:
-        net = DistributedDataParallel(model, device_ids=[LOCAL_RANK] if cuda else None)
-    if compile_model:
-        net = torch.compile(net)
-
-    def snapshot() -> dict:
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": None if scheduler is None else scheduler.state_dict(),
-                "progress": dict(progress)}
-
-    def checkpoint() -> None:
-        saved = save_checkpoint(out / "checkpoints", snapshot())
-        if saved is not None:
-            metrics.write("checkpoint", progress["step"], progress["epoch"], path=str(saved.relative_to(out)))
-
-    metrics.write("start", progress["step"], progress["epoch"], framework="torch", torch_version=torch.__version__,
-                  world_size=WORLD, device=str(DEVICE), resumed_from_step=resumed_from, epochs=epochs,
-                  steps_per_epoch=steps_per_epoch, batch_size=BATCH_SIZE, precision="bf16" if USE_BF16 else "fp32",
-                  compile=compile_model, channels_last=CHANNELS_LAST, device_data=device_data,
-                  train_samples=len(train_data))
-    log(f"training on {DEVICE} x{WORLD}: {epochs} epochs of {steps_per_epoch} steps, batch {BATCH_SIZE}, "
-        f"{'bf16' if USE_BF16 else 'fp32'}{', compiled' if compile_model else ''}"
-        f"{', channels_last' if CHANNELS_LAST else ''}{', data on device' if device_data else ''}")
-
-    # ---- train
-    val_metrics: dict[str, float] | None = None
-    val_step = -1
-    stop_signal: int | None = None
-    running = torch.zeros(STATS, dtype=torch.float64, device=DEVICE)  # summed batch_sums(), on the device
-    seen, logged = 0, {"seen": 0, "totals": [0.0] * STATS, "time": time.perf_counter()}
-    net.train()
-    while not progress["finished"] and progress["epoch"] < epochs and stop_signal is None:
-        epoch = progress["epoch"]
-        batches = epoch_batches(epoch, len(train_data))
-        epoch_start, epoch_seen = time.perf_counter(), seen
-        epoch_totals = running.clone()
-        for batch, (x, y) in enumerate(train_data.iterate(batches[progress["batch"]:]), start=progress["batch"]):
-            with autocast():
-                output = net(to_model_layout(x)).float()
-            loss = compute_loss(output, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if GRADIENT_CLIP_NORM is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), GRADIENT_CLIP_NORM)
-            optimizer.step()
-            scheduler.step()
-            progress["step"] += 1
-            progress["batch"] = batch + 1
-            running += batch_sums(loss, output, y)
-            seen += len(y)
-            step = progress["step"]
-
-            if step % LOG_EVERY == 0:  # the only host synchronisation in the loop
-                totals = running.tolist()
-                now = time.perf_counter()
-                interval = [a - b for a, b in zip(totals, logged["totals"])] + [seen - logged["seen"]]
-                if WORLD > 1:
-                    combined = torch.tensor(interval, dtype=torch.float64, device=DEVICE)
-                    dist.all_reduce(combined)
-                    interval = combined.tolist()
-                values = summarise(interval)
-                if not math.isfinite(values["loss"]):
-                    print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                          "or add gradient clipping", file=sys.stderr)
-                    metrics.write("end", step, epoch, status="failed", reason="non-finite loss")
-                    return 1
-                rate = interval[-1] / max(now - logged["time"], 1e-9)
-                lr = optimizer.param_groups[0]["lr"]
-                metrics.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-                shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-                log(f"epoch {epoch + 1}/{epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-                logged = {"seen": seen, "totals": totals, "time": now}
-            stop_signal = StopFlag.agreed(step)
-            if stop_signal is not None:
-                break
-            if CHECKPOINT_EVERY and step % CHECKPOINT_EVERY == 0 and batch + 1 < len(batches):
-                checkpoint()
-            if args.max_steps is not None and step >= args.max_steps:
-                break
-
-        if stop_signal is not None:
-            checkpoint()
-            name = signal.Signals(stop_signal).name
-            log(f"stopped by {name} at step {progress['step']}: checkpoint written, exit {EXIT_STOPPED}")
-            metrics.write("end", progress["step"], epoch, status="stopped", signal=name)
-            if WORLD > 1:
-                dist.barrier()
-                dist.destroy_process_group()
-            return EXIT_STOPPED
-        if progress["batch"] < len(batches):
-            break  # --max-steps reached inside the epoch
-
-        # ---- end of epoch: evaluate, schedule, early stopping, checkpoint
-        elapsed = time.perf_counter() - epoch_start
-        train_totals = (running - epoch_totals).tolist() + [seen - epoch_seen]
-        if WORLD > 1:
-            combined = torch.tensor(train_totals, dtype=torch.float64, device=DEVICE)
-            dist.all_reduce(combined)
-            train_totals = combined.tolist()
-        lr = optimizer.param_groups[0]["lr"]
-        train_metrics = summarise(train_totals)
-        metrics.write("epoch", progress["step"], epoch, split="train", **train_metrics, lr=lr,
-                      samples_per_s=round(train_totals[-1] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        if "val" in sources:
-            val_metrics, val_step = evaluate(model, sources["val"]), progress["step"]
-            metrics.write("epoch", progress["step"], epoch, split="val", **val_metrics, lr=lr)
-        log(f"epoch {epoch + 1}/{epochs} done in {elapsed:.1f}s: "
-            + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-            + "".join(f" val_{k} {v:.4f}" for k, v in (val_metrics or {}).items()))
-        progress["epoch"], progress["batch"] = epoch + 1, 0
-        if CHECKPOINT_EACH_EPOCH or progress["finished"]:
-            checkpoint()
-        if args.max_steps is not None and progress["step"] >= args.max_steps:
-            break
-
-    # ---- final evaluation and model
-    result: dict[str, object] = {"status": "completed", "framework": "torch", "steps": progress["step"],
-                                 "epochs": progress["epoch"], "world_size": WORLD}
-    if "val" in sources:
-        if val_step != progress["step"]:
-            val_metrics = evaluate(model, sources["val"])
-        result.update({f"val_{k}": v for k, v in val_metrics.items()})
-    if "test" in sources:
-        test_metrics = evaluate(model, sources["test"])
-        metrics.write("test", progress["step"], progress["epoch"], split="test", **test_metrics)
-        result.update({f"test_{k}": v for k, v in test_metrics.items()})
-        log("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-    if RANK == 0:
-        result["files"] = save_final_model(model, out / "model")
-        result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-        write_atomically(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-        metrics.write("end", progress["step"], progress["epoch"], **{k: v for k, v in result.items() if k != "files"})
-        log(f"done: {progress['step']} steps; results in {out / 'result.json'}")
-    if WORLD > 1:
-        dist.barrier()
-        dist.destroy_process_group()
-    return 0
+    run = Run(trainer, report, out, plan)
+    run.start(resume=args.resume == "auto")
+    code = run.train()
+    if code is None:
+        code = run.finish()
+    trainer.close()
+    return code
 
 
 if __name__ == "__main__":
