@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from core import zoo
-from core.equivalence import flatten_linear_spec, one_op_specs
 from core.validate import validate
 from core.weights import canonical_shapes, canonical_weights, random_canonical
+from tests.op_cases import flatten_linear_spec, specs
 
 SPECS = {**{f"zoo:{e.name}": e.build for e in zoo.entries()},
-         **{f"op:{k}": (lambda s=s: s) for k, s in {**one_op_specs(), "flatten-linear": flatten_linear_spec()}.items()}}
+         **{f"op:{k}": (lambda s=s: s) for k, s in {**specs(), "flatten-linear": flatten_linear_spec()}.items()}}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -29,11 +29,11 @@ def test_trainable_canonical_sizes_add_up_to_the_parameter_count(name: str) -> N
 def test_keys_and_shapes_follow_torch() -> None:
     shapes = canonical_shapes(validate(zoo.template("mnist_cnn")))
     assert shapes["conv2d1/weight"] == (32, 1, 3, 3) and shapes["linear1/weight"] == (128, 9216)
-    bn = canonical_shapes(validate(one_op_specs()["BatchNorm2d"]))
+    bn = canonical_shapes(validate(specs()["BatchNorm2d"]))
     assert bn == {"node/weight": (4,), "node/bias": (4,), "node/running_mean": (4,), "node/running_var": (4,)}
-    bn_weights = canonical_weights(validate(one_op_specs()["BatchNorm2d"]))
+    bn_weights = canonical_weights(validate(specs()["BatchNorm2d"]))
     assert bn_weights["node/running_var"].buffer and not bn_weights["node/weight"].buffer
-    lstm = canonical_shapes(validate(one_op_specs()["LSTM-stacked-sequences"]))
+    lstm = canonical_shapes(validate(specs()["LSTM-stacked-sequences"]))
     assert lstm["node/weight_ih_l1_reverse"] == (16, 8) and lstm["node/bias_hh_l0"] == (16,)
 
 

@@ -30,15 +30,9 @@ from typing import Any
 from core.mapping.base import ConvertContext, MappedLayer, WeightBinding, call, converters, ident, literal
 from core.weights import node_shapes
 
-_registry = converters("keras")
-register = _registry.register
-limits = _registry.limits  # op -> check(ctx) returning why a node cannot be expressed, or None
+register = converters("keras").register
 
 CANON, CL, FLAT_CL = "canon", "cl", "flat_cl"
-
-# Ops whose Keras layer works on channels-last tensors.
-CL_OPS = frozenset({"Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
-                    "GlobalAvgPool", "BatchNorm1d", "BatchNorm2d"})
 
 
 @dataclass(frozen=True)
