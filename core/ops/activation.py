@@ -29,6 +29,12 @@ class ReLU6(_Elementwise):
 
 
 @register_op
+class Hardswish(_Elementwise):
+    name = "Hardswish"
+    help = "x·min(max(x + 3, 0), 6) / 6 (MobileNetV3)."
+
+
+@register_op
 class LeakyReLU(_Elementwise):
     name = "LeakyReLU"
     help = "x if x > 0 else negative_slope·x."

@@ -5,7 +5,8 @@ from __future__ import annotations
 from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.paddle._common import layer, paddle_axis, register
 
-_PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh"}
+_PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh",
+          "Hardswish": "F.hardswish"}
 
 
 @register(*_PLAIN)
