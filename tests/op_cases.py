@@ -114,6 +114,7 @@ CASES: tuple[OpCase, ...] = (
     _c("ReLU", "ReLU", (3, 4, 4)),
     _c("ReLU6", "ReLU6", (12,)),
     _c("Hardswish", "Hardswish", (3, 4, 4)),
+    _c("ELU", "ELU", (12,), alpha=0.5),
     _c("LeakyReLU", "LeakyReLU", (12,), negative_slope=0.2),
     _c("GELU", "GELU", (12,)),
     _c("GELU-tanh", "GELU", (12,), approximate="tanh"),

@@ -42,6 +42,13 @@ class LeakyReLU(_Elementwise):
 
 
 @register_op
+class ELU(_Elementwise):
+    name = "ELU"
+    help = "x if x > 0 else alpha·(exp(x) − 1)."
+    params = (Param("alpha", "float", 1.0, minimum=0.0, maximum=10.0, help="Scale of the negative part."),)
+
+
+@register_op
 class GELU(_Elementwise):
     name = "GELU"
     help = "Gaussian error linear unit; exact (erf) unless approximate='tanh'."

@@ -29,6 +29,11 @@ def leaky_relu(ctx: ConvertContext) -> MappedLayer:
     return _same_layout(ctx, call("ops.leaky_relu", ctx.in_names[0], negative_slope=ctx.params["negative_slope"]))
 
 
+@register("ELU")
+def elu(ctx: ConvertContext) -> MappedLayer:
+    return _same_layout(ctx, call("ops.elu", ctx.in_names[0], alpha=ctx.params["alpha"]))
+
+
 @register("GELU")
 def gelu(ctx: ConvertContext) -> MappedLayer:
     return _same_layout(ctx, call("ops.gelu", ctx.in_names[0], approximate=ctx.params["approximate"] == "tanh"))

@@ -19,6 +19,11 @@ def leaky_relu(ctx: ConvertContext) -> MappedLayer:
     return layer(ctx, call("F.leaky_relu", ctx.in_names[0], negative_slope=ctx.params["negative_slope"]))
 
 
+@register("ELU")
+def elu(ctx: ConvertContext) -> MappedLayer:
+    return layer(ctx, call("F.elu", ctx.in_names[0], alpha=ctx.params["alpha"]))
+
+
 @register("GELU")
 def gelu(ctx: ConvertContext) -> MappedLayer:
     # paddle's F.gelu is exact (erf) by default; approximate=True is the tanh form
