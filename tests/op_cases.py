@@ -90,6 +90,8 @@ CASES: tuple[OpCase, ...] = (
     _c("BatchNorm2d-momentum", "BatchNorm2d", (3, 4, 4), eps=1e-3, momentum=0.2),
     _c("LayerNorm", "LayerNorm", (5, 12)),
     _c("LayerNorm-eps", "LayerNorm", (4, 6), eps=1e-6),
+    _c("GroupNorm", "GroupNorm", (6, 5, 4), num_groups=3),
+    _c("GroupNorm-signal-noaffine", "GroupNorm", (4, 7), num_groups=2, affine=False, eps=1e-3),
     # embedding
     _c("Embedding", "Embedding", (7,), "int64", num_embeddings=50, embedding_dim=8),
     _c("PositionalEmbedding", "PositionalEmbedding", (7, 8)),

@@ -103,6 +103,8 @@ def _modules(op: str, p: dict[str, Any], shape: list[int]) -> tuple[nn.Module, F
         m = getattr(nn, op)(shape[0], eps=p["eps"], momentum=p["momentum"], affine=p["affine"])
     elif op == "LayerNorm":
         m = nn.LayerNorm(shape[-1], eps=p["eps"], elementwise_affine=p["elementwise_affine"])
+    elif op == "GroupNorm":
+        m = nn.GroupNorm(p["num_groups"], shape[0], eps=p["eps"], affine=p["affine"])
     elif op == "Embedding":
         m = nn.Embedding(p["num_embeddings"], p["embedding_dim"])
     elif op == "PositionalEmbedding":
