@@ -13,6 +13,7 @@ import importlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,16 @@ def test_every_op_has_a_case() -> None:
     without = sorted(set(REGISTRY.names()) - io - {case.op for case in CASES})
     assert without == [], f"add a case to tests/op_cases.py for {without}"
     assert len(BY_NAME) == len(CASES), "two cases share a name"
+
+
+def test_the_guide_names_files_that_exist() -> None:
+    """docs/adding-an-op.md lists the files a new op touches: each path it names exists (for one family)."""
+    root = Path(__file__).resolve().parents[2]
+    guide = (root / "docs" / "adding-an-op.md").read_text(encoding="utf-8")
+    paths = {p.replace("<family>", "activation").replace("<fw>", "torch")
+             for p in re.findall(r"`((?:core|tests|docs|templates)/[\w/<>.-]+)`", guide)}
+    assert {"core/ops/activation.py", "tests/op_cases.py", "tests/mapping/torch_reference.py"} <= paths
+    assert sorted(p for p in paths if not (root / p).exists()) == []
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
