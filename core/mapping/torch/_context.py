@@ -1,4 +1,5 @@
-"""The training section of a spec → the values templates/torch/train.py.j2 renders.
+"""The training section of a spec → the values templates/torch/train.py.j2 renders, and the
+statements of the model's ``reset_parameters`` (from the ops' declared initialisers).
 
 Every value is typed (numbers, booleans, short fixed strings from the spec's Literal
 choices) and reaches the code through the ``py`` filter; nothing the user types is
