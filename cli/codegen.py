@@ -8,7 +8,7 @@ from pathlib import Path
 from core.codegen import generate
 from core.frameworks import FRAMEWORKS
 from core.load import load_spec
-from core.mapping.base import converters, support_table
+from core.mapping.base import support_table
 from core.ops import REGISTRY
 from schedulers.slurm.sbatch import write_sbatch
 
@@ -45,17 +45,8 @@ def support_markdown() -> str:
     ]
     for family, ops in REGISTRY.families().items():
         for op in ops:
-            cells = []
-            for fw in FRAMEWORKS:
-                if not table[op][fw]:
-                    cells.append("no")
-                elif op in converters(fw).limits:
-                    cells.append("yes, with limits")
-                else:
-                    cells.append("yes")
+            cells = ["yes" if table[op][fw] else "no" for fw in FRAMEWORKS]
             lines.append(f"| {family} | {op} | " + " | ".join(cells) + " |")
-    lines += ["", "\"with limits\": some configurations are refused when the framework is selected, with the "
-              "reason (for example an adaptive pooling whose input does not divide evenly)."]
     return "\n".join(lines) + "\n"
 
 

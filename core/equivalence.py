@@ -18,16 +18,20 @@ batch variance before their moving-average update. :func:`check` verifies it: fo
 BatchNorm (and no Dropout, whose training-mode output is random) every worker also runs one
 training-mode forward pass and the running statistics afterwards are compared like outputs.
 
-Frameworks whose mapper refuses the graph are reported as "not expressible: <reason>", and
-frameworks missing from this environment as "not installed"; neither counts as a failure.
+Frameworks whose mapper refuses the graph are reported as "not expressible: <reason>" (not a
+failure: the check compares the frameworks that can express it). A requested framework whose
+packages this Python cannot find (``importlib.util.find_spec``, checked before anything runs and
+without importing them) is "not installed", naming the missing package; that *is* a failure,
+because the check could not do what was asked — leave the framework out (``--frameworks``) to
+compare the others.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +54,8 @@ DEFAULT_TOLERANCE = 1e-4
 WORKER_TIMEOUT_S = 900.0
 _TRAIN_UPDATE_OPS = frozenset({"BatchNorm1d", "BatchNorm2d"})
 _RANDOM_IN_TRAINING = frozenset({"Dropout", "MultiheadAttention", "TransformerEncoderLayer"})
-_MISSING_FRAMEWORK = re.compile(r"ModuleNotFoundError: No module named '(torch|tensorflow|keras|paddle)'")
+# The packages a framework's generated model.py imports (Keras runs on its TensorFlow backend).
+PACKAGES: dict[str, tuple[str, ...]] = {"torch": ("torch",), "keras": ("keras", "tensorflow"), "paddle": ("paddle",)}
 
 
 @dataclass
@@ -89,7 +94,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(p.ok for p in self.pairs) and not any(o.status == "failed" for o in self.frameworks.values())
+        return all(p.ok for p in self.pairs) and not any(o.status in ("failed", "not installed")
+                                                         for o in self.frameworks.values())
 
     @property
     def compared(self) -> list[str]:
@@ -131,6 +137,16 @@ def wants_train_update(analysis: Analysis) -> bool:
     return bool(ops & _TRAIN_UPDATE_OPS) and not ops & _RANDOM_IN_TRAINING
 
 
+def not_installed(framework: str) -> str | None:
+    """Why ``framework`` cannot run in this Python (its missing packages), or None when it can."""
+    missing = [pkg for pkg in PACKAGES[framework] if importlib.util.find_spec(pkg) is None]
+    if not missing:
+        return None
+    others = " ".join(fw for fw in FRAMEWORKS if fw != framework)
+    return (f"{' and '.join(missing)} cannot be found by {sys.executable}: install it, or leave {framework} out "
+            f"(--frameworks {others})")
+
+
 def _not_expressible(analysis: Analysis, framework: str) -> str | None:
     problems = unsupported_problems(analysis, framework)
     if problems:
@@ -163,6 +179,7 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
     for fw in frameworks:
         if fw not in FRAMEWORKS:
             raise FlowTrainError(f"unknown framework {fw!r}; choose from {', '.join(FRAMEWORKS)}")
+    missing = {fw: reason for fw in frameworks if (reason := not_installed(fw)) is not None}
     with tempfile.TemporaryDirectory(prefix="flowtrain-equivalence-", dir=workdir) as tmp:
         root = Path(tmp)
         outcomes: dict[str, dict[str, FrameworkOutcome]] = {}
@@ -176,6 +193,9 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
             np.savez(case / "inputs.npz", x=random_inputs(analysis, n, seed + 1))
             outcomes[name] = {}
             for fw in frameworks:
+                if fw in missing:
+                    outcomes[name][fw] = FrameworkOutcome("not installed", missing[fw])
+                    continue
                 reason = _not_expressible(analysis, fw)
                 if reason is None:
                     try:
@@ -210,9 +230,6 @@ def _collect(job: dict[str, Any], failure: str | None) -> FrameworkOutcome:
     out, error = Path(job["out"]), Path(job["out"] + ".error.txt")
     if error.exists():
         lines = error.read_text().strip().splitlines()
-        missing = _MISSING_FRAMEWORK.search(lines[-1]) if lines else None
-        if missing:
-            return FrameworkOutcome("not installed", f"{missing.group(1)} cannot be imported in this environment")
         return FrameworkOutcome("failed", " | ".join(lines[-3:]))
     if not out.exists():
         return FrameworkOutcome("failed", failure or "the worker wrote no output")
@@ -248,115 +265,7 @@ def _compare(name: str, outcomes: dict[str, FrameworkOutcome], frameworks: Itera
     return Report(name, dict(outcomes), pairs, tolerance)
 
 
-# --------------------------------------------------------------------------- graphs to check
-
-
-def _spec(name: str, shape: tuple[int, ...], nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
-          dtype: str = "float32") -> PipelineSpec:
-    if dtype == "int64":
-        data: dict[str, Any] = {"source": "tokens.csv", "format": "csv", "task": "regression",
-                                "input_shape": list(shape), "preprocessing": [
-                                    {"op": "tokenize", "column": "text", "max_length": shape[0]}]}
-    else:
-        data = {"source": "arrays.npz", "format": "npz", "task": "regression", "input_shape": list(shape)}
-    return PipelineSpec.model_validate({
-        "name": name, "data": data, "model": {"nodes": nodes, "edges": edges},
-        "training": {"loss": "mse", "epochs": 1}})
-
-
-def one_op_spec(name: str, op: str, shape: tuple[int, ...], params: dict[str, Any] | None = None,
-                dtype: str = "float32") -> PipelineSpec:
-    """Input → op → Output (two branches, Tanh and Sigmoid, feed the merge ops Add and Concat)."""
-    inp = {"id": "input", "op": "Input", "params": {"dtype": dtype} if dtype != "float32" else {}}
-    node = {"id": "node", "op": op, "params": params or {}}
-    out = {"id": "output", "op": "Output"}
-    if op in ("Add", "Concat"):
-        a, b = {"id": "a", "op": "Tanh"}, {"id": "b", "op": "Sigmoid"}
-        edges = [{"source": "input", "target": "a"}, {"source": "input", "target": "b"},
-                 {"source": "a", "target": "node", "port": 0}, {"source": "b", "target": "node", "port": 1},
-                 {"source": "node", "target": "output"}]
-        return _spec(name, shape, [inp, a, b, node, out], edges, dtype)
-    edges = [{"source": "input", "target": "node"}, {"source": "node", "target": "output"}]
-    return _spec(name, shape, [inp, node, out], edges, dtype)
-
-
-# name: (op, sample shape, params[, dtype]); several configurations where layouts or padding differ.
-ONE_OP_CASES: dict[str, tuple[Any, ...]] = {
-    "Linear": ("Linear", (16,), {"out_features": 8}),
-    "Linear-sequence-nobias": ("Linear", (5, 16), {"out_features": 8, "bias": False}),
-    "Conv2d": ("Conv2d", (3, 9, 9), {"out_channels": 4, "kernel_size": 3}),
-    "Conv2d-same-stride2": ("Conv2d", (3, 8, 8), {"out_channels": 4, "kernel_size": 3, "stride": 2, "padding": "same"}),
-    "Conv2d-same-even-kernel": ("Conv2d", (3, 7, 7), {"out_channels": 4, "kernel_size": 4, "padding": "same"}),
-    "Conv2d-dilated-grouped": ("Conv2d", (6, 9, 9), {"out_channels": 6, "kernel_size": 3, "padding": 2,
-                                                     "dilation": 2, "groups": 3, "bias": False}),
-    "Conv2d-strided-padded": ("Conv2d", (3, 10, 10), {"out_channels": 5, "kernel_size": [3, 5], "stride": 2,
-                                                      "padding": [1, 2]}),
-    "Conv1d": ("Conv1d", (4, 12), {"out_channels": 6, "kernel_size": 5, "padding": 2}),
-    "Conv1d-same-stride2": ("Conv1d", (4, 12), {"out_channels": 6, "kernel_size": 3, "stride": 2, "padding": "same"}),
-    "ConvTranspose2d": ("ConvTranspose2d", (4, 5, 5), {"out_channels": 3, "kernel_size": 3, "stride": 2,
-                                                       "padding": 1, "output_padding": 1}),
-    "BatchNorm1d": ("BatchNorm1d", (6,), {}),
-    "BatchNorm1d-signal": ("BatchNorm1d", (4, 10), {"momentum": 0.2}),
-    "BatchNorm2d": ("BatchNorm2d", (4, 6, 6), {"eps": 1e-3}),
-    "LayerNorm": ("LayerNorm", (5, 12), {}),
-    "Embedding": ("Embedding", (7,), {"num_embeddings": 50, "embedding_dim": 8}, "int64"),
-    "PositionalEmbedding": ("PositionalEmbedding", (7, 8), {}),
-    "LSTM": ("LSTM", (6, 5), {"hidden_size": 4}),
-    "LSTM-bidirectional": ("LSTM", (6, 5), {"hidden_size": 4, "bidirectional": True}),
-    "LSTM-stacked-sequences": ("LSTM", (6, 5), {"hidden_size": 4, "num_layers": 2, "bidirectional": True,
-                                                "return_sequences": True}),
-    "GRU": ("GRU", (6, 5), {"hidden_size": 4}),
-    "GRU-bidirectional-sequences": ("GRU", (6, 5), {"hidden_size": 4, "bidirectional": True,
-                                                    "return_sequences": True}),
-    "MultiheadAttention": ("MultiheadAttention", (5, 8), {"num_heads": 2}),
-    "TransformerEncoderLayer": ("TransformerEncoderLayer", (5, 8), {"num_heads": 2, "dim_feedforward": 16}),
-    "TransformerEncoderLayer-prenorm-gelu": ("TransformerEncoderLayer", (5, 8), {
-        "num_heads": 2, "dim_feedforward": 16, "activation": "gelu", "norm_first": True}),
-    "ReLU": ("ReLU", (3, 4, 4), {}),
-    "ReLU6": ("ReLU6", (12,), {}),
-    "LeakyReLU": ("LeakyReLU", (12,), {"negative_slope": 0.2}),
-    "GELU": ("GELU", (12,), {}),
-    "GELU-tanh": ("GELU", (12,), {"approximate": "tanh"}),
-    "SiLU": ("SiLU", (12,), {}),
-    "Sigmoid": ("Sigmoid", (12,), {}),
-    "Tanh": ("Tanh", (12,), {}),
-    "Softmax": ("Softmax", (10,), {}),
-    "Softmax-channels": ("Softmax", (4, 3, 3), {"axis": 0}),
-    "Dropout": ("Dropout", (4, 6, 6), {"p": 0.3}),
-    "MaxPool2d": ("MaxPool2d", (3, 9, 9), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    "MaxPool2d-ceil": ("MaxPool2d", (3, 7, 7), {"kernel_size": 2, "ceil_mode": True}),
-    "AvgPool2d": ("AvgPool2d", (3, 8, 8), {"kernel_size": 2}),
-    "AvgPool2d-padded": ("AvgPool2d", (3, 9, 9), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    "AdaptiveAvgPool2d": ("AdaptiveAvgPool2d", (3, 8, 8), {"output_size": 2}),
-    "AdaptiveAvgPool2d-uneven": ("AdaptiveAvgPool2d", (3, 7, 7), {"output_size": 3}),
-    "GlobalAvgPool": ("GlobalAvgPool", (3, 5, 5), {}),
-    "GlobalAvgPool-signal": ("GlobalAvgPool", (4, 10), {}),
-    "SequencePool-mean": ("SequencePool", (5, 6), {"mode": "mean"}),
-    "SequencePool-max": ("SequencePool", (5, 6), {"mode": "max"}),
-    "Add": ("Add", (3, 4, 4), {}),
-    "Concat-channels": ("Concat", (3, 4, 4), {"axis": 0}),
-    "Concat-last": ("Concat", (5, 6), {"axis": -1}),
-    "Flatten": ("Flatten", (3, 4, 5), {}),
-    "Reshape": ("Reshape", (2, 4, 4), {"shape": [4, 8]}),
-    "Reshape-infer": ("Reshape", (12,), {"shape": [3, -1]}),
-}
-
-
-def one_op_specs() -> dict[str, PipelineSpec]:
-    """One small graph per op of the catalogue (several for ops whose layouts or padding vary)."""
-    return {name: one_op_spec(f"op-{name}", *case) for name, case in ONE_OP_CASES.items()}
-
-
-def flatten_linear_spec() -> PipelineSpec:
-    """Conv2d → Flatten → Linear: the Dense after a channels-last Flatten needs its rows permuted."""
-    nodes = [{"id": "input", "op": "Input"},
-             {"id": "conv", "op": "Conv2d", "params": {"out_channels": 3, "kernel_size": 3}},
-             {"id": "flatten", "op": "Flatten"},
-             {"id": "fc", "op": "Linear", "params": {"out_features": 5}},
-             {"id": "output", "op": "Output"}]
-    edges = [{"source": a, "target": b} for a, b in
-             (("input", "conv"), ("conv", "flatten"), ("flatten", "fc"), ("fc", "output"))]
-    return _spec("flatten-linear", (2, 6, 7), nodes, edges)
+# --------------------------------------------------------------------------- zoo graphs to check
 
 
 # Zoo templates at sizes small enough to run three frameworks on a CPU: ImageNet networks whose

@@ -141,17 +141,20 @@ Converter = Callable[[ConvertContext], MappedLayer]
 
 
 class Unsupported(Exception):
-    """A converter refuses a node configuration the framework cannot express (with the reason)."""
+    """The mapper cannot express the graph: an op without a converter, or no Input/Output node."""
 
 
 class ConverterRegistry:
-    """One converter per op for one framework; a second registration for an op raises."""
+    """One converter per op for one framework; a second registration for an op raises.
+
+    A converter expresses every valid configuration of its op: what a framework cannot do
+    directly (an uneven adaptive pool, a strided 'same' convolution) it writes out explicitly,
+    so there is no per-configuration refusal — an op is either supported or it is not.
+    """
 
     def __init__(self, framework: str) -> None:
         self.framework = framework
         self.converters: dict[str, Converter] = {}
-        # Checks that run before generation; return a reason when a node cannot be expressed.
-        self.limits: dict[str, Callable[[ConvertContext], str | None]] = {}
 
     def register(self, *ops: str) -> Callable[[Converter], Converter]:
         def decorate(fn: Converter) -> Converter:
@@ -183,11 +186,7 @@ def converters(framework: str) -> ConverterRegistry:
     """The framework's registry, with its converter modules imported (they register on import)."""
     if framework not in _REGISTRIES:
         raise ValueError(f"unknown framework {framework!r}; expected one of {', '.join(FRAMEWORKS)}")
-    try:
-        importlib.import_module(f"core.mapping.{framework}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"core.mapping.{framework}":
-            raise
+    importlib.import_module(f"core.mapping.{framework}")  # imports no framework, only the converters
     return _REGISTRIES[framework]
 
 
@@ -197,28 +196,17 @@ def support_table() -> dict[str, dict[str, bool]]:
 
 
 def unsupported_problems(analysis: Analysis, framework: str) -> list[Problem]:
-    """Every node the framework cannot express, naming the op, the node and the frameworks that can."""
+    """Every node whose op the framework has no converter for, naming the op, the node and the
+    frameworks that have one."""
     reg = converters(framework)
     problems = []
     for node in analysis.nodes.values():
-        reason = None
-        if not reg.supports(node.op):
-            reason = f"{framework} has no converter for {node.op}"
-        elif node.op in reg.limits:
-            reason = reg.limits[node.op](ConvertContext(analysis, node, [], "", ""))
-        if reason:
-            others = [fw for fw in FRAMEWORKS if fw != framework and _can(analysis, node, fw)]
-            problems.append(Problem(
-                f"model.nodes[{node.id}]", f"cannot be generated for {framework}: {reason}", node=node.id,
-                received=node.op, expected=f"an op {framework} supports",
-                fix=(f"choose {' or '.join(others)} for this graph" if others else
-                     "no framework supports this configuration; change the node")))
+        if reg.supports(node.op):
+            continue
+        others = [fw for fw in FRAMEWORKS if fw != framework and converters(fw).supports(node.op)]
+        problems.append(Problem(
+            f"model.nodes[{node.id}]", f"cannot be generated for {framework}: {framework} has no converter for "
+            f"{node.op}", node=node.id, received=node.op, expected=f"an op {framework} supports",
+            fix=(f"choose {' or '.join(others)} for this graph" if others else
+                 "no framework supports this op; replace the node")))
     return problems
-
-
-def _can(analysis: Analysis, node: NodeInfo, framework: str) -> bool:
-    reg = converters(framework)
-    if not reg.supports(node.op):
-        return False
-    check = reg.limits.get(node.op)
-    return check is None or check(ConvertContext(analysis, node, [], "", "")) is None

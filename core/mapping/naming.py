@@ -39,12 +39,14 @@ def layer_names(analysis: Analysis, reserved: Set[str]) -> dict[str, str]:
     return {nid: unique(sanitise(nid), taken, reserved) for nid in analysis.nodes}
 
 
-def chain_tensor_names(analysis: Analysis, reserved: Set[str]) -> dict[str, str]:
+def chain_tensor_names(analysis: Analysis, reserved: Set[str],
+                       start_from: dict[str, str] | None = None) -> dict[str, str]:
     """node id → name of the tensor it produces in the forward pass.
 
     A node with one input whose producer feeds nothing else continues that producer's
     name (the old value is dead), so chains read ``x = …(x)``; any other node starts a
-    new name taken from its id. The Input node's tensor is ``x``.
+    new name, taken from ``start_from[node id]`` (Keras: the layer's attribute name) or else
+    from its sanitised id. The Input node's tensor is ``x``.
     """
     consumers: dict[str, int] = {nid: 0 for nid in analysis.nodes}
     for node in analysis.nodes.values():
@@ -58,7 +60,8 @@ def chain_tensor_names(analysis: Analysis, reserved: Set[str]) -> dict[str, str]
         elif len(node.inputs) == 1 and consumers[node.inputs[0]] == 1:
             names[node.id] = names[node.inputs[0]]
         else:
-            names[node.id] = unique(sanitise(node.id), taken, reserved)
+            base = start_from[node.id] if start_from is not None else sanitise(node.id)
+            names[node.id] = unique(base, taken, reserved)
     return names
 
 

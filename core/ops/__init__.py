@@ -14,6 +14,6 @@ from core.ops import (  # noqa: F401  (imported for their registrations)
     recurrent,
     shape,
 )
-from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, register_op
+from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, Weight, register_op
 
-__all__ = ["REGISTRY", "Op", "Param", "ShapeError", "Tensor", "register_op"]
+__all__ = ["REGISTRY", "Op", "Param", "ShapeError", "Tensor", "Weight", "register_op"]

@@ -29,10 +29,23 @@ class ReLU6(_Elementwise):
 
 
 @register_op
+class Hardswish(_Elementwise):
+    name = "Hardswish"
+    help = "x·min(max(x + 3, 0), 6) / 6 (MobileNetV3)."
+
+
+@register_op
 class LeakyReLU(_Elementwise):
     name = "LeakyReLU"
     help = "x if x > 0 else negative_slope·x."
     params = (Param("negative_slope", "float", 0.01, minimum=0.0, maximum=1.0, help="Slope for x < 0."),)
+
+
+@register_op
+class ELU(_Elementwise):
+    name = "ELU"
+    help = "x if x > 0 else alpha·(exp(x) − 1)."
+    params = (Param("alpha", "float", 1.0, minimum=0.0, maximum=10.0, help="Scale of the negative part."),)
 
 
 @register_op

@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, expect_rank, register_op
+from core.ops.registry import (
+    Op,
+    Param,
+    ShapeError,
+    Tensor,
+    Weight,
+    affine_weights,
+    bool_param,
+    expect_rank,
+    linear_weights,
+    register_op,
+    uniform,
+)
 
 _HEADS = Param("num_heads", "int", minimum=1, maximum=1024, help="Attention heads; must divide the width E.")
 
@@ -16,6 +28,16 @@ def _check_heads(x: Tensor, p: dict[str, Any]) -> None:
     if e % p["num_heads"]:
         raise ShapeError(f"width {e} is not divisible by num_heads={p['num_heads']}",
                          expected=f"num_heads dividing {e}", field="num_heads")
+
+
+def _attention_weights(e: int, bias: bool, prefix: str = "") -> dict[str, Weight]:
+    """torch's packed q/k/v projection ``in_proj`` (3E, E) and ``out_proj`` (E, E), all of fan-in E."""
+    weights = {f"{prefix}in_proj_weight": uniform(3 * e, e, fan_in=e),
+               f"{prefix}out_proj.weight": uniform(e, e, fan_in=e)}
+    if bias:
+        weights.update({f"{prefix}in_proj_bias": uniform(3 * e, fan_in=e),
+                        f"{prefix}out_proj.bias": uniform(e, fan_in=e)})
+    return weights
 
 
 def _attention_macs(t: int, e: int) -> int:
@@ -39,9 +61,8 @@ class MultiheadAttention(Op):
         return inputs[0]
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        e = inputs[0].shape[1]
-        return 4 * e * e + (4 * e if p["bias"] else 0)
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        return _attention_weights(inputs[0].shape[1], p["bias"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
@@ -70,9 +91,10 @@ class TransformerEncoderLayer(Op):
         return inputs[0]
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
         e, f = inputs[0].shape[1], p["dim_feedforward"]
-        return (4 * e * e + 4 * e) + (2 * e * f + f + e) + 4 * e
+        return {**_attention_weights(e, True, "self_attn."), **linear_weights(f, e, True, "linear1."),
+                **linear_weights(e, f, True, "linear2."), **affine_weights(e, "norm1."), **affine_weights(e, "norm2.")}
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

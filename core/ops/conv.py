@@ -6,7 +6,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, conv_out, expect_rank, register_op, same_out
+from core.ops.registry import (
+    Op,
+    Param,
+    ShapeError,
+    Tensor,
+    Weight,
+    bool_param,
+    conv_out,
+    expect_rank,
+    register_op,
+    same_out,
+    uniform,
+)
 
 _OUT = Param("out_channels", "int", minimum=1, maximum=65_536, help="Number of output channels (filters).")
 _GROUPS = Param("groups", "int", 1, minimum=1, maximum=65_536,
@@ -21,6 +33,13 @@ def _check_groups(cin: int, p: dict[str, Any]) -> None:
                          expected="groups dividing both channel counts", field="groups")
 
 
+def _conv_weights(weight: tuple[int, ...], fan_in: int, out: int, bias: bool) -> dict[str, Weight]:
+    weights = {"weight": uniform(*weight, fan_in=fan_in)}
+    if bias:
+        weights["bias"] = uniform(out, fan_in=fan_in)
+    return weights
+
+
 def _too_small(dims: Sequence[int], x: Tensor) -> ShapeError:
     return ShapeError(f"the output would be empty ({'×'.join(map(str, dims))}) for input {x}",
                       expected="a kernel no larger than the (padded) input",
@@ -31,6 +50,7 @@ def _too_small(dims: Sequence[int], x: Tensor) -> ShapeError:
 class Conv2d(Op):
     name = "Conv2d"
     family = "conv"
+    reads_channels = True
     help = "2-d convolution over (C, H, W). padding: an int, [h, w], 'same' or 'valid'."
     params = (
         _OUT,
@@ -62,10 +82,10 @@ class Conv2d(Op):
         return Tensor((p["out_channels"], oh, ow))
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        cin = inputs[0].shape[0]
-        kh, kw = p["kernel_size"]
-        return p["out_channels"] * (cin // p["groups"]) * kh * kw + (p["out_channels"] if p["bias"] else 0)
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        per_group = inputs[0].shape[0] // p["groups"]
+        return _conv_weights((p["out_channels"], per_group, *p["kernel_size"]),
+                             per_group * math.prod(p["kernel_size"]), p["out_channels"], p["bias"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
@@ -78,6 +98,7 @@ class Conv2d(Op):
 class Conv1d(Op):
     name = "Conv1d"
     family = "conv"
+    reads_channels = True
     help = "1-d convolution over (C, L). padding: an int, 'same' or 'valid'."
     params = (
         _OUT,
@@ -110,9 +131,10 @@ class Conv1d(Op):
         return Tensor((p["out_channels"], out))
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        cin = inputs[0].shape[0]
-        return p["out_channels"] * (cin // p["groups"]) * p["kernel_size"] + (p["out_channels"] if p["bias"] else 0)
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        per_group = inputs[0].shape[0] // p["groups"]
+        return _conv_weights((p["out_channels"], per_group, p["kernel_size"]), per_group * p["kernel_size"],
+                             p["out_channels"], p["bias"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
@@ -123,6 +145,7 @@ class Conv1d(Op):
 class ConvTranspose2d(Op):
     name = "ConvTranspose2d"
     family = "conv"
+    reads_channels = True
     help = "Transposed 2-d convolution (learned up-sampling): out = (in−1)·stride − 2·padding + kernel + output_padding."
     params = (
         _OUT,
@@ -149,9 +172,11 @@ class ConvTranspose2d(Op):
         return Tensor((p["out_channels"], oh, ow))
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        cin = inputs[0].shape[0]
-        return cin * p["out_channels"] * math.prod(p["kernel_size"]) + (p["out_channels"] if p["bias"] else 0)
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        """Torch keeps a transposed kernel as (in, out, kh, kw) and takes its fan-in from out·kh·kw."""
+        fan_in = p["out_channels"] * math.prod(p["kernel_size"])
+        return _conv_weights((inputs[0].shape[0], p["out_channels"], *p["kernel_size"]), fan_in,
+                             p["out_channels"], p["bias"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

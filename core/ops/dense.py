@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, register_op
+from core.ops.registry import Op, Param, ShapeError, Tensor, Weight, bool_param, linear_weights, register_op
 
 
 @register_op
@@ -29,9 +29,8 @@ class Linear(Op):
         return Tensor(x.shape[:-1] + (p["out_features"],))
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        fin = inputs[0].shape[-1]
-        return fin * p["out_features"] + (p["out_features"] if p["bias"] else 0)
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        return linear_weights(p["out_features"], inputs[0].shape[-1], p["bias"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, ShapeError, Tensor, expect_rank, register_op
+from core.ops.registry import Op, Param, ShapeError, Tensor, Weight, expect_rank, register_op
 
 
 @register_op
@@ -26,8 +26,8 @@ class Embedding(Op):
         return Tensor(x.shape + (p["embedding_dim"],))
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        return p["num_embeddings"] * p["embedding_dim"]
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        return {"weight": Weight((p["num_embeddings"], p["embedding_dim"]), "normal", std=1.0)}
 
 
 @register_op
@@ -45,5 +45,5 @@ class PositionalEmbedding(Op):
         return x
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        return inputs[0].numel
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        return {"weight": Weight(inputs[0].shape, "normal", std=0.02)}

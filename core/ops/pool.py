@@ -10,6 +10,7 @@ from core.ops.registry import Op, Param, ShapeError, Tensor, bool_param, conv_ou
 
 class _Pool2d(Op):
     family = "pool"
+    reads_channels = True
     params = (
         Param("kernel_size", "int_pair", minimum=1, maximum=1024, help="Window size."),
         Param("stride", "int_pair", None, optional=True, minimum=1, maximum=1024,
@@ -54,6 +55,7 @@ class AvgPool2d(_Pool2d):
 class AdaptiveAvgPool2d(Op):
     name = "AdaptiveAvgPool2d"
     family = "pool"
+    reads_channels = True
     help = "Average-pools to a fixed output size whatever the input size (torch's window rule in every framework)."
     params = (Param("output_size", "int_pair", 1, minimum=1, maximum=4096, help="Output [h, w]."),)
 
@@ -68,6 +70,7 @@ class AdaptiveAvgPool2d(Op):
 class GlobalAvgPool(Op):
     name = "GlobalAvgPool"
     family = "pool"
+    reads_channels = True
     help = "Mean over all spatial positions: (C, H, W) or (C, L) → (C)."
 
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, Tensor, bool_param, expect_rank, register_op
+from core.ops.registry import Op, Param, Tensor, Weight, bool_param, expect_rank, register_op, uniform
 
 
 class _Recurrent(Op):
@@ -34,10 +34,18 @@ class _Recurrent(Op):
         return [(w, h) for w in widths]
 
     @classmethod
-    def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        dirs = 2 if p["bidirectional"] else 1
-        g = cls.gates
-        return dirs * sum(g * h * (w + h) + 2 * g * h for w, h in cls._per_layer(inputs, p))
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        """torch's names per layer and direction; every one U(±1/√hidden_size), as torch initialises them."""
+        rows = cls.gates * p["hidden_size"]
+        suffixes = ("", "_reverse") if p["bidirectional"] else ("",)
+        weights: dict[str, Weight] = {}
+        for layer, (width, h) in enumerate(cls._per_layer(inputs, p)):
+            for suffix in suffixes:
+                weights[f"weight_ih_l{layer}{suffix}"] = uniform(rows, width, fan_in=h)
+                weights[f"weight_hh_l{layer}{suffix}"] = uniform(rows, h, fan_in=h)
+                weights[f"bias_ih_l{layer}{suffix}"] = uniform(rows, fan_in=h)
+                weights[f"bias_hh_l{layer}{suffix}"] = uniform(rows, fan_in=h)
+        return weights
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

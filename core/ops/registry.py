@@ -4,7 +4,10 @@ An op declares, in plain Python and without any framework:
 - its parameters (type, default, range, help text the editor shows),
 - its inputs (how many; whether their order matters — Concat — or not — Add),
 - a pure shape-inference function,
-- its parameter count and its multiply-accumulate (MAC) count.
+- its weights (:class:`Weight`: torch's name and shape, and the initialiser every framework's
+  program gives it), from which its parameter count follows,
+- its multiply-accumulate (MAC) count,
+- whether it reads axis 0 of an image or signal as channels (Keras runs those ops channels-last).
 
 Shapes never include the batch axis and follow one logical layout: images are
 ``(C, H, W)``, 1-d signals ``(C, L)``, sequences ``(T, F)``, vectors ``(F,)``. The
@@ -39,6 +42,55 @@ class Tensor:
     def __str__(self) -> str:
         dims = "×".join(str(d) for d in self.shape) or "scalar"
         return dims if self.dtype == "float32" else f"{dims} {self.dtype}"
+
+
+Init = Literal["uniform", "normal", "ones", "zeros"]
+
+
+@dataclass(frozen=True)
+class Weight:
+    """One weight of an op: torch's shape for the logical (channels-first) model and its initialiser.
+
+    The name (the key of :meth:`Op.weights`) is torch's state-dict name, so these are the
+    *canonical* weights every framework's program loads and saves (:mod:`core.weights`).
+    ``init`` is how every generated program initialises it: ``uniform`` U(±1/√fan_in) (linear,
+    convolution, recurrent and attention layers), ``normal`` N(0, std) (embeddings), ``ones`` and
+    ``zeros`` (norm scales and shifts, running statistics). ``buffer`` marks a statistic that
+    training updates without a gradient (BatchNorm's running mean and variance); it does not
+    count as a parameter.
+    """
+
+    shape: tuple[int, ...]
+    init: Init
+    fan_in: int = 0
+    std: float = 1.0
+    buffer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.init == "uniform" and self.fan_in < 1:  # a programming error in an op declaration
+            raise ValueError(f"a uniform weight {self.shape} needs its fan_in")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def uniform(*shape: int, fan_in: int) -> Weight:
+    """A weight initialised U(±1/√fan_in) (torch's rule for linear and convolution layers)."""
+    return Weight(tuple(shape), "uniform", fan_in=fan_in)
+
+
+def linear_weights(out: int, fin: int, bias: bool, prefix: str = "") -> dict[str, Weight]:
+    """``<prefix>weight`` (out, in) and ``<prefix>bias`` (out,) of a linear layer, U(±1/√in)."""
+    weights = {f"{prefix}weight": uniform(out, fin, fan_in=fin)}
+    if bias:
+        weights[f"{prefix}bias"] = uniform(out, fan_in=fin)
+    return weights
+
+
+def affine_weights(width: int, prefix: str = "") -> dict[str, Weight]:
+    """A norm layer's learned scale (ones) and shift (zeros)."""
+    return {f"{prefix}weight": Weight((width,), "ones"), f"{prefix}bias": Weight((width,), "zeros")}
 
 
 class ShapeError(Exception):
@@ -204,14 +256,23 @@ class Op:
     max_inputs: ClassVar[int | None] = 1
     ordered_inputs: ClassVar[bool] = False  # True when the port order changes the result (Concat)
     input_dtype: ClassVar[Dtype | None] = "float32"  # None: any dtype
+    # True when axis 0 of an image (C, H, W) or signal (C, L) input is read as its channels
+    # (convolutions, pooling, batch norm); the Keras mapper runs such ops channels-last.
+    reads_channels: ClassVar[bool] = False
 
     @classmethod
     def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
         raise NotImplementedError
 
     @classmethod
+    def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
+        """Torch's state-dict names of the op's weights, in torch's order (empty for weight-free ops)."""
+        return {}
+
+    @classmethod
     def count_params(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
-        return 0
+        """Trained parameters: the sizes of :meth:`weights` without buffers."""
+        return sum(w.numel for w in cls.weights(inputs, p).values() if not w.buffer)
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

@@ -1,4 +1,4 @@
-"""Canonical weights: names and shapes per op agree with the catalogue's parameter counts."""
+"""Canonical weights: the names, shapes and initialisers ops declare, collected per graph and drawn at random."""
 
 from __future__ import annotations
 
@@ -8,31 +8,32 @@ import numpy as np
 import pytest
 
 from core import zoo
-from core.equivalence import flatten_linear_spec, one_op_specs
 from core.validate import validate
-from core.weights import canonical_shapes, random_canonical, trainable
+from core.weights import canonical_shapes, canonical_weights, random_canonical
+from tests.op_cases import flatten_linear_spec, specs
 
 SPECS = {**{f"zoo:{e.name}": e.build for e in zoo.entries()},
-         **{f"op:{k}": (lambda s=s: s) for k, s in {**one_op_specs(), "flatten-linear": flatten_linear_spec()}.items()}}
+         **{f"op:{k}": (lambda s=s: s) for k, s in {**specs(), "flatten-linear": flatten_linear_spec()}.items()}}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_trainable_canonical_sizes_add_up_to_the_parameter_count(name: str) -> None:
     analysis = validate(SPECS[name]())
-    shapes = canonical_shapes(analysis)
-    assert sum(math.prod(s) for k, s in shapes.items() if trainable(k)) == analysis.total_params
+    weights = canonical_weights(analysis)
+    assert sum(math.prod(w.shape) for w in weights.values() if not w.buffer) == analysis.total_params
     for node in analysis.nodes.values():  # and node by node
-        own = sum(math.prod(s) for k, s in shapes.items() if k.startswith(f"{node.id}/") and trainable(k))
+        own = sum(math.prod(w.shape) for k, w in weights.items() if k.startswith(f"{node.id}/") and not w.buffer)
         assert own == node.n_params, node.id
 
 
 def test_keys_and_shapes_follow_torch() -> None:
     shapes = canonical_shapes(validate(zoo.template("mnist_cnn")))
     assert shapes["conv2d1/weight"] == (32, 1, 3, 3) and shapes["linear1/weight"] == (128, 9216)
-    bn = canonical_shapes(validate(one_op_specs()["BatchNorm2d"]))
+    bn = canonical_shapes(validate(specs()["BatchNorm2d"]))
     assert bn == {"node/weight": (4,), "node/bias": (4,), "node/running_mean": (4,), "node/running_var": (4,)}
-    assert not trainable("node/running_var") and trainable("node/weight")
-    lstm = canonical_shapes(validate(one_op_specs()["LSTM-stacked-sequences"]))
+    bn_weights = canonical_weights(validate(specs()["BatchNorm2d"]))
+    assert bn_weights["node/running_var"].buffer and not bn_weights["node/weight"].buffer
+    lstm = canonical_shapes(validate(specs()["LSTM-stacked-sequences"]))
     assert lstm["node/weight_ih_l1_reverse"] == (16, 8) and lstm["node/bias_hh_l0"] == (16,)
 
 

@@ -1,5 +1,6 @@
-"""check-equivalence: every one-op graph and every zoo template that all three frameworks can express
-gives the same outputs (and BatchNorm running statistics) for the same weights, within 1e-4.
+"""check-equivalence: every case of the op catalogue (tests/op_cases.py) and every zoo template that all
+three frameworks can express gives the same outputs (and BatchNorm running statistics) for the same
+weights, within 1e-4.
 
 Each group runs with one subprocess per framework (core.equivalence.check_many): importing the
 frameworks is the slow part. VGG-16 and AlexNet (138 M and 61 M weights at 224×224) are `slow`.
@@ -21,21 +22,19 @@ from core.equivalence import (
     Report,
     check,
     check_many,
-    flatten_linear_spec,
-    one_op_spec,
-    one_op_specs,
     small_batch,
     small_zoo_spec,
     wants_train_update,
 )
 from core.mapping.base import FRAMEWORKS, unsupported_problems
 from core.validate import validate
+from tests.op_cases import flatten_linear_spec, one_op_spec, specs
 
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-4
-ONE_OP = {**one_op_specs(), "flatten-linear": flatten_linear_spec()}
+ONE_OP = {**specs(), "flatten-linear": flatten_linear_spec()}
 ZOO = [e.name for e in zoo.entries()]
 
 
@@ -86,7 +85,7 @@ def test_large_imagenet_template_is_equivalent(name: str) -> None:
     assert_equivalent(check(small_zoo_spec(name), tolerance=TOLERANCE, batch=1))
 
 
-@pytest.mark.parametrize("name", ["BatchNorm1d", "BatchNorm1d-signal", "BatchNorm2d"])
+@pytest.mark.parametrize("name", [n for n in sorted(ONE_OP) if n.startswith("BatchNorm")])
 def test_batch_norm_training_update_matches_torch(name: str, one_op_reports: dict[str, Report]) -> None:
     """One training-mode forward moves the running statistics identically (torch's unbiased variance)."""
     report = one_op_reports[name]
@@ -110,6 +109,18 @@ def test_frameworks_that_refuse_a_graph_are_reported_not_failed(monkeypatch: pyt
     report = check(one_op_spec("tanh", "Tanh", (4,)), frameworks=("torch", "keras"))
     assert report.frameworks["keras"] == FrameworkOutcome("not expressible", "refused for this test")
     assert report.frameworks["torch"].status == "ok" and report.pairs == [] and report.ok
+
+
+def test_a_framework_that_is_not_installed_fails_the_check_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked before anything runs: the report names the missing package and how to leave it out."""
+    import core.equivalence as eq
+
+    monkeypatch.setitem(eq.PACKAGES, "keras", ("keras", "flowtrain_absent_backend"))
+    report = check(one_op_spec("tanh", "Tanh", (4,)), frameworks=("keras",))
+    outcome = report.frameworks["keras"]
+    assert outcome.status == "not installed"
+    assert "flowtrain_absent_backend" in outcome.reason and "--frameworks torch paddle" in outcome.reason
+    assert not report.ok and "NOT EQUIVALENT" in report.text()
 
 
 def test_cli_prints_json(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""The Keras mapper and model template: every op maps, the code is clean, and it computes torch's function.
+"""The Keras mapper and model template: layouts, clean code, and the same function as the torch reference.
+
+Graphs: every case of the op catalogue (tests/op_cases.py) plus the multi-op layout corners of
+tests/mapping/keras_cases.py. (That every op has a converter and every case maps and binds its
+weights: tests/mapping/test_op_catalogue.py.)
 
 Golden files of the generated programs are checked in tests/test_golden.py.
 """
@@ -17,14 +21,16 @@ import pytest
 
 from core import zoo
 from core.codegen import generate
-from core.mapping.base import converters, support_table, unsupported_problems
+from core.mapping.base import unsupported_problems
 from core.mapping.keras import map_model, render_context
+from core.mapping.keras._common import CL, layout_of
 from core.ops import REGISTRY
 from core.spec import PipelineSpec
 from core.validate import validate
 from core.weights import canonical_shapes, random_canonical
 from core.zoo.builder import GraphBuilder
-from tests.mapping.keras_cases import CASES, sample_input
+from tests import op_cases
+from tests.mapping.keras_cases import CORNERS, sample_input
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -48,20 +54,14 @@ def ruff(paths: list[Path]) -> subprocess.CompletedProcess[str]:
 # ------------------------------------------------------------------------------------------ mapping (no frameworks)
 
 
-def test_every_op_has_a_keras_converter() -> None:
-    table = support_table()
-    missing = [op for op in REGISTRY.names() if not table[op]["keras"]]
-    assert missing == [], f"ops without a keras converter: {missing}"
+def all_cases() -> dict[str, PipelineSpec]:
+    """The op catalogue's graphs and the multi-op layout corners."""
+    return {**{f"op_{k}": v for k, v in op_cases.specs().items()}, **{k: build() for k, build in CORNERS.items()}}
 
 
-def test_cases_cover_every_op() -> None:
-    used = {n.op for build in CASES.values() for n in build().model.nodes}
-    assert used == set(REGISTRY.names())
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_case_maps_and_binds_every_canonical_weight(name: str) -> None:
-    analysis = validate(CASES[name]())
+@pytest.mark.parametrize("name", sorted(CORNERS))
+def test_corner_maps_and_binds_every_canonical_weight_once(name: str) -> None:
+    analysis = validate(CORNERS[name]())
     assert unsupported_problems(analysis, "keras") == []
     mapped = map_model(analysis)
     bound = sorted(b.canonical for layer in mapped.layers for b in layer.weights)
@@ -69,9 +69,19 @@ def test_case_maps_and_binds_every_canonical_weight(name: str) -> None:
     assert [layer.node_id for layer in mapped.layers] == list(analysis.nodes)
 
 
+@pytest.mark.parametrize("name", [c.name for c in op_cases.CASES
+                                  if REGISTRY.get(c.op).reads_channels and len(c.shape) >= 2])
+def test_ops_that_read_channels_run_channels_last(name: str) -> None:
+    """Op.reads_channels is what feeds an image or signal to the op channels-last, and its Keras
+    layer takes it as it comes (no transpose in front of it)."""
+    layers = {layer.node_id: layer for layer in map_model(validate(op_cases.BY_NAME[name].spec())).layers}
+    assert layout_of(layers["input"]) == CL
+    assert "ops.transpose" not in layers["node"].forward, layers["node"].forward
+
+
 def test_generated_models_compile_and_pass_ruff(tmp_path: Path) -> None:
     paths = []
-    specs = {f"case_{k}": build() for k, build in CASES.items()}
+    specs = dict(all_cases())
     specs.update({f"zoo_{e.name}": e.build() for e in zoo.entries()})
     for name, spec in specs.items():
         path = tmp_path / f"{name}.py"
@@ -130,20 +140,11 @@ def test_layout_choices_for_mnist_cnn() -> None:
 
 
 def test_torch_numbers_are_converted() -> None:
-    source = model_source(CASES["batchnorm2d"]())
-    assert "BatchNorm(momentum=0.8, epsilon=1e-05)" in source  # torch momentum 0.2 → Keras 0.8
-    assert "ops.gelu(x, approximate=False)" in model_source(CASES["activations"]())
-    assert "unit_forget_bias=False" in model_source(CASES["lstm"]())
-    assert "reset_after=True" in model_source(CASES["gru_2"]())
-
-
-def test_no_op_is_refused_for_keras() -> None:
-    reg = converters("keras")
-    for build in CASES.values():
-        analysis = validate(build())
-        for node in analysis.nodes.values():
-            assert reg.supports(node.op)
-    assert reg.limits == {}
+    source = model_source(op_cases.BY_NAME["BatchNorm2d-momentum"].spec())
+    assert "BatchNorm(momentum=0.8, epsilon=0.001)" in source  # torch momentum 0.2 → Keras 0.8
+    assert "ops.gelu(x, approximate=False)" in model_source(CORNERS["activations"]())
+    assert "unit_forget_bias=False" in model_source(op_cases.BY_NAME["LSTM"].spec())
+    assert "reset_after=True" in model_source(op_cases.BY_NAME["GRU-stacked"].spec())
 
 
 HOSTILE = "x\"\"\"''' \\ {{ 7*7 }} {% if 1 %}\n__import__('os').system('echo pwned')\u2028#"
@@ -196,7 +197,7 @@ def _equivalence(specs: dict[str, PipelineSpec], tmp_path: Path) -> dict[str, fl
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     script = ("import runpy, sys\n"
-              f"ref = runpy.run_path({str(HERE / 'keras_torch_reference.py')!r})\n"
+              f"ref = runpy.run_path({str(HERE / 'torch_reference.py')!r})\n"
               f"for job in {torch_jobs!r}:\n    ref['main'](*job)\n")
     done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -206,27 +207,28 @@ def _equivalence(specs: dict[str, PipelineSpec], tmp_path: Path) -> dict[str, fl
         got, want = np.load(folder / "keras.npy"), np.load(folder / "torch.npy")
         assert got.shape == want.shape, f"{name}: keras {got.shape} vs torch {want.shape}"
         diffs[name] = float(np.abs(got.astype(np.float64) - want).max())
-        _check_roundtrip(name, folder)
+        lstm = {n.id for n in validate(specs[name]).nodes.values() if n.op == "LSTM"}
+        _check_roundtrip(name, folder, lstm)
     return diffs
 
 
-def _check_roundtrip(name: str, folder: Path) -> None:
-    """canonical_weights(load(w)) gives w back (the LSTM bias pair comes back as its sum, b_hh = 0)."""
+def _check_roundtrip(name: str, folder: Path, lstm: set[str]) -> None:
+    """canonical_weights(load(w)) gives w back (an LSTM's bias pair comes back as its sum, b_hh = 0)."""
     loaded, back = dict(np.load(folder / "weights.npz")), dict(np.load(folder / "roundtrip.npz"))
     assert sorted(loaded) == sorted(back), name
+    summed = {key for key in loaded if key.split("/")[0] in lstm and "/bias_" in key}
     for key, value in loaded.items():
-        if "/bias_" in key and back[key].shape == value.shape and name.startswith(("lstm", "signal_to")):
-            continue  # checked as a sum below
-        np.testing.assert_allclose(back[key], value, atol=1e-7, err_msg=f"{name}: {key}")
-    for key in loaded:
-        if "/bias_ih" in key and name.startswith(("lstm", "signal_to")):
+        if key not in summed:
+            np.testing.assert_allclose(back[key], value, atol=1e-7, err_msg=f"{name}: {key}")
+    for key in summed:
+        if "/bias_ih" in key:
             pair = key.replace("bias_ih", "bias_hh")
             np.testing.assert_allclose(back[key] + back[pair], loaded[key] + loaded[pair], atol=1e-6)
 
 
 @pytest.mark.frameworks
 def test_every_case_matches_the_torch_reference(tmp_path: Path) -> None:
-    diffs = _equivalence({k: build() for k, build in CASES.items()}, tmp_path)
+    diffs = _equivalence(all_cases(), tmp_path)
     bad = {k: v for k, v in diffs.items() if not v <= 1e-4}
     assert bad == {}, f"max abs difference above 1e-4: {bad}"
 

@@ -1,6 +1,8 @@
-"""The PaddlePaddle mapper and its templates: every op maps, the generated program compiles and
-passes ``ruff check``, and (with paddle and torch installed) a per-op equivalence check against
-torch, each framework in its own subprocess. Golden files are checked in tests/test_golden.py.
+"""The PaddlePaddle mapper and its templates: weight transforms, the generated program compiles and
+passes ``ruff check``, and (with paddle and torch installed) an equivalence check against torch for
+every case of the op catalogue (tests/op_cases.py), each framework in its own subprocess. (That
+every op has a converter and every case maps and binds its weights:
+tests/mapping/test_op_catalogue.py; golden files: tests/test_golden.py.)
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ import pytest
 from core import zoo
 from core.codegen import generate
 from core.load import load_spec
-from core.mapping.base import converters, support_table, unsupported_problems
+from core.mapping.base import MappedLayer
 from core.mapping.paddle import LAYER_ATTRIBUTES, layer_names, map_model, tensor_names
-from core.ops import REGISTRY
 from core.validate import validate
-from core.weights import canonical_shapes
-from tests.mapping.paddle_cases import ONE_OP, all_specs, run_equivalence
+from tests import op_cases
+from tests.mapping.paddle_cases import run_equivalence
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -43,56 +44,37 @@ def write_program(spec: object, folder: Path) -> Path:
 # ------------------------------------------------------------------------------------------ mapping (no frameworks)
 
 
-def test_every_op_has_a_paddle_converter_and_no_limits() -> None:
-    table = support_table()
-    missing = [op for op in REGISTRY.names() if not table[op]["paddle"]]
-    assert missing == [], f"ops without a paddle converter: {missing}"
-    assert converters("paddle").limits == {}, "paddle refuses no configuration of a supported op"
-
-
-def test_cases_cover_every_op() -> None:
-    used = {n.op for spec in all_specs().values() for n in spec.model.nodes}
-    assert used == set(REGISTRY.names())
-
-
-@pytest.mark.parametrize("name", sorted(all_specs()))
-def test_case_maps_and_binds_every_canonical_weight(name: str) -> None:
-    analysis = validate(all_specs()[name])
-    assert unsupported_problems(analysis, "paddle") == []
-    mapped = map_model(analysis)
-    bound = {b.canonical for layer in mapped.layers for b in layer.weights}
-    assert bound == set(canonical_shapes(analysis))
-    assert [layer.node_id for layer in mapped.layers] == list(analysis.nodes)
+def mapped_node(case: str) -> MappedLayer:
+    """The layer of the case's op (node id ``node``)."""
+    return next(layer for layer in map_model(validate(op_cases.BY_NAME[case].spec())).layers
+                if layer.node_id == "node")
 
 
 def test_attention_weights_split_into_q_k_v_and_linear_weights_transpose() -> None:
-    analysis = validate(all_specs()["encoder"])
-    bindings = {(b.canonical, b.target): b.transform for layer in map_model(analysis).layers for b in layer.weights}
-    assert bindings[("encoder/self_attn.in_proj_weight", "encoder.self_attn.k_proj.weight")] == "k_transpose"
-    assert bindings[("encoder/self_attn.in_proj_bias", "encoder.self_attn.v_proj.bias")] == "v"
-    assert bindings[("encoder/linear1.weight", "encoder.linear1.weight")] == "transpose"
-    assert bindings[("encoder/norm2.bias", "encoder.norm2.bias")] == "identity"
+    bindings = {(b.canonical, b.target): b.transform for b in mapped_node("TransformerEncoderLayer").weights}
+    assert bindings[("node/self_attn.in_proj_weight", "node.self_attn.k_proj.weight")] == "k_transpose"
+    assert bindings[("node/self_attn.in_proj_bias", "node.self_attn.v_proj.bias")] == "v"
+    assert bindings[("node/linear1.weight", "node.linear1.weight")] == "transpose"
+    assert bindings[("node/norm2.bias", "node.norm2.bias")] == "identity"
 
 
 def test_batch_norm_momentum_is_converted_and_statistics_renamed() -> None:
-    layer = map_model(validate(all_specs()["batchnorm2d"])).layers[1]
+    layer = mapped_node("BatchNorm2d-momentum")
     assert layer.ctor == "UnbiasedBatchNorm2D(3, momentum=0.8, epsilon=0.001)"
     assert {b.canonical: b.target for b in layer.weights} == {
-        "batchnorm2d/weight": "batchnorm2d.weight", "batchnorm2d/bias": "batchnorm2d.bias",
-        "batchnorm2d/running_mean": "batchnorm2d._mean", "batchnorm2d/running_var": "batchnorm2d._variance"}
+        "node/weight": "node.weight", "node/bias": "node.bias",
+        "node/running_mean": "node._mean", "node/running_var": "node._variance"}
 
 
 def test_ceil_mode_pooling_slices_the_window_torch_drops() -> None:
-    layer = map_model(validate(all_specs()["maxpool_ceil"])).layers[1]
+    layer = mapped_node("MaxPool2d-padded-ceil")
     assert layer.ctor == "nn.MaxPool2D(kernel_size=2, stride=2, padding=1, ceil_mode=True)"
     assert layer.forward.endswith("[:, :, :3, :4]")  # paddle keeps a 4th row that starts in the padding
 
 
 def test_dilated_same_convolution_gets_explicit_padding() -> None:
-    layer = map_model(validate(all_specs()["conv2d_dilated_same"])).layers[1]
-    assert "padding=2" in layer.ctor  # paddle's "same" would ignore the dilation
-    strided = map_model(validate(all_specs()["conv2d_strided_same"])).layers[1]
-    assert "padding='same'" in strided.ctor
+    assert "padding=2" in mapped_node("Conv2d-same-dilated").ctor  # paddle's "same" would ignore the dilation
+    assert "padding='same'" in mapped_node("Conv2d-same-stride2-rect").ctor
 
 
 def test_generated_names_avoid_layer_attributes_keywords_and_collisions() -> None:
@@ -146,7 +128,7 @@ def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
                 {"op": "random_crop", "padding": 2}, {"op": "horizontal_flip"}, {"op": "rotation"},
                 {"op": "color_jitter"}, {"op": "gaussian_noise"}]}
         specs[f"variant_{name}"] = load_spec_dict(doc)
-    specs.update({f"case_{k}": v for k, v in all_specs().items() if k in ("reshape", "lstm", "embedding")})
+    specs.update({f"case_{k}": v for k, v in op_cases.specs().items()})
     for name, spec in specs.items():
         folder = write_program(spec, tmp_path / name)
         for path in folder.glob("*.py"):
@@ -189,10 +171,10 @@ def test_every_one_op_graph_matches_torch(tmp_path: Path) -> None:
     """Same canonical weights, same inputs: paddle's eval-mode output equals torch's within 1e-5, the
     canonical weights round-trip exactly, and two training-mode passes move BatchNorm's running
     statistics the same way (paddle's biased running variance is corrected to torch's unbiased one)."""
-    report = run_equivalence(all_specs(), tmp_path)
-    assert set(report) == set(all_specs())
+    cases = op_cases.specs()
+    report = run_equivalence(cases, tmp_path)
+    assert set(report) == set(cases)
     bad = {name: entry for name, entry in report.items()
            if "error" in entry or entry["max_abs_diff"] > 1e-5 or entry["roundtrip"] != 0.0
            or entry["after_train_diff"] > 1e-5}
     assert bad == {}, bad
-    assert {case[0] for case in ONE_OP} <= set(report)

@@ -1,4 +1,5 @@
-"""The PyTorch mapper and templates: every op maps, the generated code is clean, names are safe.
+"""The PyTorch mapper and templates: weights bind to the state dict, the generated code is clean, names
+are safe. (That every op has a converter and every case maps: tests/mapping/test_op_catalogue.py.)
 
 Golden files of the generated programs are checked in tests/test_golden.py.
 """
@@ -16,19 +17,16 @@ import pytest
 
 from core import zoo
 from core.codegen import generate
-from core.equivalence import flatten_linear_spec, one_op_specs
 from core.errors import SpecError
-from core.mapping.base import support_table, unsupported_problems
 from core.mapping.torch import MODULE_ATTRIBUTES, layer_names, map_model, tensor_names
 from core.mapping.torch.conv import same_padding
-from core.ops import REGISTRY
 from core.spec import PipelineSpec
 from core.validate import validate
-from core.weights import canonical_shapes
+from tests import op_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-ONE_OP = one_op_specs()
+ONE_OP = op_cases.specs()
 
 
 def ruff(folder: Path, files: tuple[str, ...] = ("model.py", "train.py")) -> subprocess.CompletedProcess[str]:
@@ -48,27 +46,13 @@ def with_training(spec: PipelineSpec, data: dict | None = None, **training: obje
 # ------------------------------------------------------------------------------------------ mapping
 
 
-def test_every_op_has_a_torch_converter() -> None:
-    table = support_table()
-    assert [op for op in REGISTRY.names() if not table[op]["torch"]] == []
-
-
-def test_one_op_cases_cover_every_op() -> None:
-    used = {n.op for spec in ONE_OP.values() for n in spec.model.nodes}
-    assert used == set(REGISTRY.names())
-
-
 @pytest.mark.parametrize("name", sorted(ONE_OP))
-def test_every_canonical_weight_is_bound_to_a_state_dict_key(name: str) -> None:
+def test_every_canonical_weight_binds_to_the_state_dict_key_of_the_same_name(name: str) -> None:
     analysis = validate(ONE_OP[name])
-    assert unsupported_problems(analysis, "torch") == []
-    mapped = map_model(analysis)
-    assert [layer.node_id for layer in mapped.layers] == list(analysis.nodes)
-    bindings = {b.canonical: b.target for layer in mapped.layers for b in layer.weights}
-    assert sorted(bindings) == sorted(canonical_shapes(analysis))
-    for canonical, target in bindings.items():
-        node, _, leaf = canonical.partition("/")
-        assert target == f"{layer_names(analysis)[node]}.{leaf}"
+    for layer in map_model(analysis).layers:
+        for binding in layer.weights:
+            node, _, leaf = binding.canonical.partition("/")
+            assert (binding.target, binding.transform) == (f"{layer_names(analysis)[node]}.{leaf}", "identity")
 
 
 @pytest.mark.parametrize(("size", "k", "s", "d", "expected"), [
@@ -190,7 +174,7 @@ def training_variants() -> dict[str, PipelineSpec]:
 
 def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
     specs: dict[str, PipelineSpec] = {f"op_{k}": v for k, v in ONE_OP.items()}
-    specs["flatten_linear"] = flatten_linear_spec()
+    specs["flatten_linear"] = op_cases.flatten_linear_spec()
     specs.update({f"zoo_{e.name}": e.build() for e in zoo.entries()})
     specs.update({f"train_{k}": v for k, v in training_variants().items()})
     failures = []

@@ -73,40 +73,19 @@ def layer_names(analysis: Analysis) -> dict[str, str]:
 
 
 def tensor_names(analysis: Analysis, layer_vars: dict[str, str]) -> dict[str, str]:
-    """node id → name of the tensor it yields in ``call``.
-
-    The Input's tensor is ``x``. A node whose only input feeds nothing else reuses that
-    input's name (``x = self.conv1(x)``): the overwritten value has no other reader. Any
-    other node starts a new name, taken from its layer's name.
-    """
-    readers: dict[str, int] = {nid: 0 for nid in analysis.nodes}
-    for node in analysis.nodes.values():
-        for src in node.inputs:
-            readers[src] += 1
-    taken: set[str] = {"x"}
-    names: dict[str, str] = {}
-    for node in analysis.nodes.values():
-        if node.id == analysis.input_id:
-            names[node.id] = "x"
-        elif len(node.inputs) == 1 and readers[node.inputs[0]] == 1:
-            names[node.id] = names[node.inputs[0]]
-        else:
-            names[node.id] = naming.unique(layer_vars[node.id], taken, TENSOR_RESERVED)
-    return names
+    """node id → name of the tensor it yields in ``call`` (chains reuse one name; a new one
+    starts from the layer's attribute name)."""
+    return naming.chain_tensor_names(analysis, TENSOR_RESERVED, start_from=layer_vars)
 
 
 def map_model(analysis: Analysis) -> MappedModel:
-    """One MappedLayer per node in graph order; raises :class:`Unsupported` for a node Keras cannot express."""
+    """One MappedLayer per node in graph order; raises :class:`Unsupported` for an op Keras has no converter for."""
     reg = converters("keras")
     attrs = layer_names(analysis)
     outs = tensor_names(analysis, attrs)
     mapped: dict[str, MappedLayer] = {}
     for node in analysis.nodes.values():
         ctx = ConvertContext(analysis, node, [mapped[s] for s in node.inputs], attrs[node.id], outs[node.id])
-        check = reg.limits.get(node.op)
-        reason = check(ctx) if check is not None else None
-        if reason:
-            raise Unsupported(f"keras cannot express node {node.id} ({node.op}): {reason}")
         mapped[node.id] = reg.get(node.op, node.id)(ctx)
     if analysis.input_id is None or analysis.output_id is None:
         raise Unsupported("the graph needs one Input and one Output node")

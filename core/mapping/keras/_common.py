@@ -22,23 +22,16 @@ layout it produces.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from core.mapping.base import ConvertContext, MappedLayer, WeightBinding, call, converters, ident, literal
-from core.weights import node_shapes
+from core.weights import node_shapes, node_weights
 
-_registry = converters("keras")
-register = _registry.register
-limits = _registry.limits  # op -> check(ctx) returning why a node cannot be expressed, or None
+register = converters("keras").register
 
 CANON, CL, FLAT_CL = "canon", "cl", "flat_cl"
-
-# Ops whose Keras layer works on channels-last tensors.
-CL_OPS = frozenset({"Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
-                    "GlobalAvgPool", "BatchNorm1d", "BatchNorm2d"})
 
 
 @dataclass(frozen=True)
@@ -182,10 +175,12 @@ def module(ctx: ConvertContext) -> str:
     return f"self.{ctx.var}"
 
 
-def uniform(fan_in: int) -> str:
-    """Initialiser code for torch's default U(±1/√fan_in)."""
-    return f"torch_uniform({literal(int(fan_in))})"
-
-
-def bound(fan_in: int) -> float:
-    return 1.0 / math.sqrt(fan_in)
+def initializer(ctx: ConvertContext, name: str) -> str:
+    """Initialiser code for the canonical weight ``name`` as its op declares it (:class:`core.ops.Weight`):
+    ``torch_uniform(fan_in)`` (U(±1/√fan_in), defined in model.py), a normal or a constant."""
+    w = node_weights(ctx.analysis, ctx.node)[name]
+    if w.init == "uniform":
+        return f"torch_uniform({literal(w.fan_in)})"
+    if w.init == "normal":
+        return f"keras.initializers.RandomNormal(0.0, {literal(w.std)})"
+    return literal(w.init)

@@ -11,7 +11,7 @@ from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.keras._common import FLAT_CL, keras_axis, layer, layout_of, register
 
 _PLAIN = {"ReLU": "ops.relu", "ReLU6": "ops.relu6", "SiLU": "ops.silu", "Sigmoid": "ops.sigmoid",
-          "Tanh": "ops.tanh"}
+          "Tanh": "ops.tanh", "Hardswish": "ops.hard_swish"}
 
 
 def _same_layout(ctx: ConvertContext, forward: str) -> MappedLayer:
@@ -27,6 +27,11 @@ def plain(ctx: ConvertContext) -> MappedLayer:
 @register("LeakyReLU")
 def leaky_relu(ctx: ConvertContext) -> MappedLayer:
     return _same_layout(ctx, call("ops.leaky_relu", ctx.in_names[0], negative_slope=ctx.params["negative_slope"]))
+
+
+@register("ELU")
+def elu(ctx: ConvertContext) -> MappedLayer:
+    return _same_layout(ctx, call("ops.elu", ctx.in_names[0], alpha=ctx.params["alpha"]))
 
 
 @register("GELU")

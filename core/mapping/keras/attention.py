@@ -2,9 +2,9 @@
 
 Both are small layers defined in the generated ``model.py`` (``SelfAttention``,
 ``TransformerEncoderBlock``) that keep torch's parameter layout: one packed input
-projection (a Dense with kernel (E, 3E) = ``in_proj_weight``ᵀ) and an output projection;
-initialised as torch does (Xavier-uniform in-projection, zero biases). Keras's own
-MultiHeadAttention splits the projections per head and has no encoder block.
+projection (a Dense with kernel (E, 3E) = ``in_proj_weight``ᵀ) and an output projection,
+all U(±1/√E) as the ops declare (the helpers hard-code it: they take no initialiser). Keras's
+own MultiHeadAttention splits the projections per head and has no encoder block.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ depthwise kernel); other groups use ``Conv2D(groups=…)``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from core.mapping.base import ConvertContext, MappedLayer, call, literal
@@ -23,12 +22,12 @@ from core.mapping.keras._common import (
     KerasWeight,
     arr,
     construct,
+    initializer,
     key,
     layer,
     module,
     register,
     take,
-    uniform,
     weight,
 )
 
@@ -71,7 +70,6 @@ def _conv(ctx: ConvertContext, dims: int) -> MappedLayer:
     subsample = None
     if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
         subsample, stride = stride, (1,) * dims
-    fan_in = (cin // groups) * math.prod(kernel)
     depthwise = groups == cin and groups > 1
     suffix = "2D" if dims == 2 else "1D"
     kwargs: dict[str, Any] = {}
@@ -86,20 +84,20 @@ def _conv(ctx: ConvertContext, dims: int) -> MappedLayer:
     if not p["bias"]:
         kwargs["use_bias"] = False
     k = literal(kernel if dims == 2 else kernel[0])
-    bias_init = {"bias_initializer": uniform(fan_in)} if p["bias"] else {}
+    bias_init = {"bias_initializer": initializer(ctx, "bias")} if p["bias"] else {}
     helpers: set[str] = set()
     if depthwise:
         mult = out // cin
         if mult != 1:
             kwargs = {"depth_multiplier": mult, **kwargs}
         ctor = construct(f"layers.DepthwiseConv{suffix}", [k], kwargs,
-                         {"depthwise_initializer": uniform(fan_in), **bias_init})
+                         {"depthwise_initializer": initializer(ctx, "weight"), **bias_init})
         to_keras, to_canon = f"depthwise_kernel_from_torch{dims}d", f"depthwise_kernel_to_torch{dims}d"
         kernel_w = KerasWeight("kernel", f"{to_keras}({arr(ctx, 'weight')}, {literal(cin)})",
                                ((key(ctx, "weight"), f"{to_canon}({{v}})"),), to_keras)
     else:
         ctor = construct(f"layers.Conv{suffix}", [literal(out), k], kwargs,
-                         {"kernel_initializer": uniform(fan_in), **bias_init})
+                         {"kernel_initializer": initializer(ctx, "weight"), **bias_init})
         to_keras, to_canon = (("oihw_to_hwio", "hwio_to_oihw") if dims == 2 else ("oil_to_lio", "oil_to_lio"))
         kernel_w = weight(ctx, "kernel", "weight", to_keras, to_canon)
     helpers.update({to_keras, to_canon})
@@ -131,17 +129,15 @@ def conv_transpose2d(ctx: ConvertContext) -> MappedLayer:
     p = ctx.params
     _, h, w = ctx.in_shapes[0]
     out = p["out_channels"]
-    kh, kw = p["kernel_size"]
-    fan_in = out * kh * kw  # torch takes the fan-in of a transposed kernel (I, O, kh, kw) from O·kh·kw
     kwargs: dict[str, Any] = {}
     if p["stride"] != (1, 1):
         kwargs["strides"] = p["stride"]
     kwargs["output_padding"] = p["output_padding"]
     if not p["bias"]:
         kwargs["use_bias"] = False
-    bias_init = {"bias_initializer": uniform(fan_in)} if p["bias"] else {}
+    bias_init = {"bias_initializer": initializer(ctx, "bias")} if p["bias"] else {}
     ctor = construct("layers.Conv2DTranspose", [literal(out), literal(p["kernel_size"])], kwargs,
-                     {"kernel_initializer": uniform(fan_in), **bias_init})
+                     {"kernel_initializer": initializer(ctx, "weight"), **bias_init})
     helpers: set[str] = {"oihw_to_hwio", "hwio_to_oihw"}
     forward = call(module(ctx), take(ctx, 0, CL, helpers))
     ph, pw = p["padding"]

@@ -16,13 +16,13 @@ from core.mapping.keras._common import (
     KerasWeight,
     arr,
     construct,
+    initializer,
     key,
     layer,
     layout_of,
     module,
     register,
     take,
-    uniform,
     weight,
 )
 
@@ -30,11 +30,11 @@ from core.mapping.keras._common import (
 @register("Linear")
 def linear(ctx: ConvertContext) -> MappedLayer:
     p = ctx.params
-    fan_in = ctx.in_shapes[0][-1]
     kwargs: dict[str, Any] = {}
     if not p["bias"]:
         kwargs["use_bias"] = False
-    inits = {"kernel_initializer": uniform(fan_in), **({"bias_initializer": uniform(fan_in)} if p["bias"] else {})}
+    inits = {"kernel_initializer": initializer(ctx, "weight"),
+             **({"bias_initializer": initializer(ctx, "bias")} if p["bias"] else {})}
     ctor = construct("layers.Dense", [literal(p["out_features"])], kwargs, inits)
     src = ctx.inputs[0]
     helpers: set[str] = set()

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from core.mapping.base import ConvertContext, MappedLayer, call, literal
-from core.mapping.keras._common import CANON, construct, layer, module, register, take, weight
+from core.mapping.keras._common import CANON, construct, initializer, layer, module, register, take, weight
 
 
 @register("Embedding")
 def embedding(ctx: ConvertContext) -> MappedLayer:
     p = ctx.params
     ctor = construct("layers.Embedding", [literal(p["num_embeddings"]), literal(p["embedding_dim"])], {},
-                     {"embeddings_initializer": "keras.initializers.RandomNormal(0.0, 1.0)"})
+                     {"embeddings_initializer": initializer(ctx, "weight")})
     return layer(ctx, call(module(ctx), take(ctx, 0, CANON)), ctor, layout=CANON,
                  weights=[weight(ctx, "embeddings", "weight")])
 

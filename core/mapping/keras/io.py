@@ -8,17 +8,19 @@ the data is loaded, not at every step) and returns its output in the logical
 from __future__ import annotations
 
 from core.mapping.base import ConvertContext, MappedLayer
-from core.mapping.keras._common import CANON, CL, CL_OPS, layer, register, take
+from core.mapping.keras._common import CANON, CL, layer, register, take
+from core.ops import REGISTRY as OPS
 
 
 def input_layout(ctx: ConvertContext) -> str:
-    """Images are fed channels-last; a float (C, L) input too when a channels-last op reads it."""
+    """Images are fed channels-last; a float (C, L) input too when every op reading it reads
+    channels (``Op.reads_channels``: those run channels-last in Keras)."""
     shape = ctx.node.output.shape
     if len(shape) == 3:
         return CL
     if len(shape) == 2 and ctx.node.output.dtype == "float32":
         readers = [n.op for n in ctx.analysis.nodes.values() if ctx.node.id in n.inputs]
-        if readers and all(op in CL_OPS for op in readers):
+        if readers and all(OPS.get(op).reads_channels for op in readers):
             return CL
     return CANON
 

@@ -6,7 +6,7 @@ epsilon given explicitly (Keras's default is 1e-3, torch's 1e-5). Torch updates 
 variance with the *unbiased* batch variance and Keras with the biased one; the template's
 ``BatchNorm`` subclass applies the n/(n−1) correction to the moving-variance update, so the
 statistics evolve as in torch. LayerNorm normalises over the last logical axis, which is
-moved with the layout.
+moved with the layout. GroupNorm groups consecutive channels, on the last (channel) axis.
 """
 
 from __future__ import annotations
@@ -55,4 +55,17 @@ def layer_norm(ctx: ConvertContext) -> MappedLayer:
     else:
         weights = [weight(ctx, "gamma", "weight"), weight(ctx, "beta", "bias")]
     return layer(ctx, call(module(ctx), x), call("layers.LayerNormalization", **kwargs), layout=layout,
+                 weights=weights, helpers=sorted(helpers))
+
+
+@register("GroupNorm")
+def group_norm(ctx: ConvertContext) -> MappedLayer:
+    p = ctx.params
+    kwargs: dict[str, Any] = {"groups": p["num_groups"], "epsilon": p["eps"]}  # Keras's epsilon default is 1e-3
+    if not p["affine"]:
+        kwargs.update(center=False, scale=False)
+    helpers: set[str] = set()
+    x = take(ctx, 0, CL, helpers)
+    weights = [weight(ctx, "gamma", "weight"), weight(ctx, "beta", "bias")] if p["affine"] else []
+    return layer(ctx, call(module(ctx), x), call("layers.GroupNormalization", **kwargs), layout=CL,
                  weights=weights, helpers=sorted(helpers))

@@ -12,7 +12,18 @@ All weights and biases start U(±1/√hidden) as in torch (``unit_forget_bias=Fa
 from __future__ import annotations
 
 from core.mapping.base import ConvertContext, MappedLayer, call, literal
-from core.mapping.keras._common import CANON, KerasWeight, arr, construct, key, layer, module, register, take, uniform
+from core.mapping.keras._common import (
+    CANON,
+    KerasWeight,
+    arr,
+    construct,
+    initializer,
+    key,
+    layer,
+    module,
+    register,
+    take,
+)
 
 
 def _cell_weights(ctx: ConvertContext, path: str, suffix: str, gru: bool) -> list[KerasWeight]:
@@ -39,7 +50,7 @@ def recurrent(ctx: ConvertContext) -> MappedLayer:
     p = ctx.params
     gru = ctx.node.op == "GRU"
     h, layers_n, bidir = p["hidden_size"], p["num_layers"], p["bidirectional"]
-    init = uniform(h)  # U(±1/√hidden)
+    init = initializer(ctx, "weight_ih_l0")  # every weight and bias of the op: U(±1/√hidden)
     cls = "layers.GRU" if gru else "layers.LSTM"
     ctors = []
     weights: list[KerasWeight] = []

@@ -49,7 +49,7 @@ sharded_state_dict state_dict sublayers to to_static_state_dict train training t
 # Names the generated model.py defines or imports: no layer or tensor may shadow them.
 MODULE_NAMES = frozenset({
     "paddle", "nn", "F", "np", "math", "PositionalEmbedding", "UnbiasedBatchNorm1D", "UnbiasedBatchNorm2D",
-    "last_state", "reset_parameters", "build_model", "load_canonical_weights", "canonical_weights",
+    "last_state", "reset_parameters", "uniform_fan_in", "build_model", "load_canonical_weights", "canonical_weights",
     "forward_numpy", "to_paddle", "from_paddle", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME,
 })
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x"} | set(dir(builtins))

@@ -19,7 +19,6 @@ from core.mapping.base import ConvertContext, MappedLayer, WeightBinding, conver
 from core.weights import node_shapes
 
 register = converters("paddle").register
-limit = converters("paddle").limits
 
 TRANSFORMS = ("identity", "transpose", "q", "k", "v", "q_transpose", "k_transpose", "v_transpose")
 

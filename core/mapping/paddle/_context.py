@@ -1,4 +1,5 @@
-"""The training section of a spec → the values templates/paddle/*.j2 render.
+"""The training section of a spec → the values templates/paddle/*.j2 render, and the
+statements of the model's ``reset_parameters`` (from the ops' declared initialisers).
 
 Every value is typed (numbers, booleans, short fixed strings from the spec's Literal
 choices) and reaches the code through the ``py`` filter; nothing the user types is
@@ -10,40 +11,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.mapping.base import MappedModel
+from core.mapping.base import MappedModel, literal
+from core.mapping.init import init_calls
 from core.spec import PipelineSpec
 from core.validate import Analysis
 
-_CONVS = {"Conv1d": "nn.Conv1D", "Conv2d": "nn.Conv2D", "ConvTranspose2d": "nn.Conv2DTranspose"}
-_NORMS = {"BatchNorm1d": "UnbiasedBatchNorm1D", "BatchNorm2d": "UnbiasedBatchNorm2D", "LayerNorm": "nn.LayerNorm"}
 
-
-def _classes(names: list[str]) -> str | None:
-    """``nn.X`` or ``(nn.X, nn.Y)`` for an isinstance check; None when empty."""
-    if not names:
-        return None
-    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-
-
-def init_groups(analysis: Analysis) -> dict[str, str | bool | None]:
-    """Which initialiser branches model.py needs (only the layer types the network has).
-
-    Attention layers need no branch of their own: paddle's q/k/v/out projections and the
-    encoder's feed-forward layers are ``nn.Linear``, its norms ``nn.LayerNorm``.
-    """
-    ops = {n.op for n in analysis.nodes.values()}
-    attention = bool(ops & {"MultiheadAttention", "TransformerEncoderLayer"})
-    norms = [cls for op, cls in _NORMS.items() if op in ops]
-    if "TransformerEncoderLayer" in ops and "nn.LayerNorm" not in norms:
-        norms.append("nn.LayerNorm")
-    return {
-        "linear": "Linear" in ops or attention,
-        "conv": _classes([cls for op, cls in _CONVS.items() if op in ops]),
-        "norm": _classes(norms),
-        "embedding": "Embedding" in ops,
-        "positional": "PositionalEmbedding" in ops,
-        "recurrent": _classes([f"nn.{op}" for op in ("LSTM", "GRU") if op in ops]),
-    }
+def init_lines(model: MappedModel, analysis: Analysis) -> list[str]:
+    """The statements of ``reset_parameters``: each op's declared initialisers (see core/mapping/init.py).
+    A uniform initialiser takes the declared fan-in, so paddle's (in, out) Linear weight needs no rule of its own."""
+    lines = []
+    for c in init_calls(model, analysis):
+        w, target = c.weight, f"model.{c.target}"
+        lines.append({"uniform": f"uniform_fan_in({target}, {literal(w.fan_in)})",
+                      "normal": f"nn.initializer.Normal(0.0, {literal(w.std)})({target})",
+                      "ones": f"nn.initializer.Constant(1.0)({target})",
+                      "zeros": f"nn.initializer.Constant(0.0)({target})"}[w.init])
+    return lines
 
 
 def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel) -> dict[str, Any]:
@@ -58,6 +42,7 @@ def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel)
     helpers = set(model.extra.get("helpers", ()))
     opt = t.optimizer
     sched = t.schedule
+    init = init_lines(model, analysis)
     return {
         "model": model,
         "input_shape": tuple(inp.shape),
@@ -65,7 +50,8 @@ def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel)
         "output_shape": tuple(out.shape),
         "output_numel": out.numel,
         "uses_functional": bool(re.search(r"\bF\.", code)) or any(h.startswith("UnbiasedBatchNorm") for h in helpers),
-        "init": init_groups(analysis),
+        "init": init,
+        "init_uniform": any(line.startswith("uniform_fan_in(") for line in init),
         "has_batch_norm": bool(ops & {"BatchNorm1d", "BatchNorm2d"}),
         "train": {
             "epochs": t.epochs,

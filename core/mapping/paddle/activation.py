@@ -5,7 +5,8 @@ from __future__ import annotations
 from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.paddle._common import layer, paddle_axis, register
 
-_PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh"}
+_PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh",
+          "Hardswish": "F.hardswish"}
 
 
 @register(*_PLAIN)
@@ -16,6 +17,11 @@ def plain(ctx: ConvertContext) -> MappedLayer:
 @register("LeakyReLU")
 def leaky_relu(ctx: ConvertContext) -> MappedLayer:
     return layer(ctx, call("F.leaky_relu", ctx.in_names[0], negative_slope=ctx.params["negative_slope"]))
+
+
+@register("ELU")
+def elu(ctx: ConvertContext) -> MappedLayer:
+    return layer(ctx, call("F.elu", ctx.in_names[0], alpha=ctx.params["alpha"]))
 
 
 @register("GELU")

@@ -45,3 +45,15 @@ def layer_norm(ctx: ConvertContext) -> MappedLayer:
         kwargs.update(weight_attr=False, bias_attr=False)
     ctor = call("nn.LayerNorm", literal(ctx.in_shapes[0][-1]), **kwargs)
     return layer(ctx, call(module(ctx), ctx.in_names[0]), ctor)
+
+
+@register("GroupNorm")
+def group_norm(ctx: ConvertContext) -> MappedLayer:
+    p = ctx.params
+    kwargs: dict[str, Any] = {}
+    if p["eps"] != 1e-5:
+        kwargs["epsilon"] = p["eps"]
+    if not p["affine"]:
+        kwargs.update(weight_attr=False, bias_attr=False)
+    ctor = call("nn.GroupNorm", literal(p["num_groups"]), literal(ctx.in_shapes[0][0]), **kwargs)
+    return layer(ctx, call(module(ctx), ctx.in_names[0]), ctor)

@@ -47,8 +47,8 @@ to_empty train training type xpu zero_grad
 
 # Names the generated model.py defines or imports: no layer or tensor may shadow them.
 MODULE_NAMES = frozenset({"torch", "nn", "F", "np", "math", "PositionalEmbedding", "last_state",
-                          "reset_parameters", "build_model", "load_canonical_weights", "canonical_weights",
-                          "forward_numpy", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME})
+                          "reset_parameters", "uniform_fan_in", "build_model", "load_canonical_weights",
+                          "canonical_weights", "forward_numpy", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME})
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x"} | set(dir(builtins))
 
 

@@ -1,4 +1,5 @@
-"""The training section of a spec → the values templates/torch/train.py.j2 renders.
+"""The training section of a spec → the values templates/torch/train.py.j2 renders, and the
+statements of the model's ``reset_parameters`` (from the ops' declared initialisers).
 
 Every value is typed (numbers, booleans, short fixed strings from the spec's Literal
 choices) and reaches the code through the ``py`` filter; nothing the user types is
@@ -10,41 +11,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.mapping.base import MappedModel
+from core.mapping.base import MappedModel, literal
+from core.mapping.init import init_calls
 from core.spec import PipelineSpec
 from core.validate import Analysis
 
-_LINEAR_LIKE = {"Linear": "nn.Linear", "Conv1d": "nn.Conv1d", "Conv2d": "nn.Conv2d",
-                "ConvTranspose2d": "nn.ConvTranspose2d"}
-_NORMS = {"BatchNorm1d": "nn.BatchNorm1d", "BatchNorm2d": "nn.BatchNorm2d", "LayerNorm": "nn.LayerNorm"}
 
-
-def _classes(names: list[str]) -> str | None:
-    """``nn.X`` or ``(nn.X, nn.Y)`` for an isinstance check; None when empty."""
-    if not names:
-        return None
-    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-
-
-def init_groups(analysis: Analysis) -> dict[str, str | bool | None]:
-    """Which initialiser branches model.py needs (only the layer types the network has)."""
-    ops = {n.op for n in analysis.nodes.values()}
-    attention = bool(ops & {"MultiheadAttention", "TransformerEncoderLayer"})
-    linear = [cls for op, cls in _LINEAR_LIKE.items() if op in ops]
-    if attention and "nn.Linear" not in linear:
-        linear.insert(0, "nn.Linear")  # out_proj and the feed-forward layers are nn.Linear
-    norms = [cls for op, cls in _NORMS.items() if op in ops]
-    if "TransformerEncoderLayer" in ops and "nn.LayerNorm" not in norms:
-        norms.append("nn.LayerNorm")
-    recurrent = [f"nn.{op}" for op in ("LSTM", "GRU") if op in ops]
-    return {
-        "linear": _classes(linear),
-        "attention": attention,
-        "norm": _classes(norms),
-        "embedding": "Embedding" in ops,
-        "positional": "PositionalEmbedding" in ops,
-        "recurrent": _classes(recurrent),
-    }
+def init_lines(model: MappedModel, analysis: Analysis) -> list[str]:
+    """The statements of ``reset_parameters``: each op's declared initialisers (see core/mapping/init.py)."""
+    lines = []
+    for c in init_calls(model, analysis):
+        w, target = c.weight, f"model.{c.target}"
+        lines.append({"uniform": f"uniform_fan_in({target}, {literal(w.fan_in)})",
+                      "normal": f"nn.init.normal_({target}, 0.0, {literal(w.std)})",
+                      "ones": f"nn.init.ones_({target})",
+                      "zeros": f"nn.init.zeros_({target})"}[w.init])
+    return lines
 
 
 def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel) -> dict[str, Any]:
@@ -58,6 +40,7 @@ def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel)
                             [layer.ctor or "" for layer in model.layers]))
     opt = t.optimizer
     sched = t.schedule
+    init = init_lines(model, analysis)
     return {
         "model": model,
         "input_shape": tuple(inp.shape),
@@ -65,7 +48,8 @@ def training_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel)
         "output_shape": tuple(out.shape),
         "output_numel": out.numel,
         "uses_functional": bool(re.search(r"\bF\.", code)),
-        "init": init_groups(analysis),
+        "init": init,
+        "init_uniform": any(line.startswith("uniform_fan_in(") for line in init),
         "has_conv2d": bool(ops & {"Conv2d", "ConvTranspose2d"}),
         "has_batch_norm": bool(ops & {"BatchNorm1d", "BatchNorm2d"}),
         "train": {

@@ -1,4 +1,4 @@
-"""Batch and layer normalisation (the op catalogue uses torch's conventions already)."""
+"""Batch, layer and group normalisation (the op catalogue uses torch's conventions already)."""
 
 from __future__ import annotations
 
@@ -23,4 +23,11 @@ def batch_norm(ctx: ConvertContext) -> MappedLayer:
 def layer_norm(ctx: ConvertContext) -> MappedLayer:
     kwargs = _options(ctx.params, {"eps": 1e-5, "elementwise_affine": True})
     ctor = call("nn.LayerNorm", literal(ctx.in_shapes[0][-1]), **kwargs)
+    return layer(ctx, call(module(ctx), ctx.in_names[0]), ctor)
+
+
+@register("GroupNorm")
+def group_norm(ctx: ConvertContext) -> MappedLayer:
+    kwargs = _options(ctx.params, {"eps": 1e-5, "affine": True})
+    ctor = call("nn.GroupNorm", literal(ctx.params["num_groups"]), literal(ctx.in_shapes[0][0]), **kwargs)
     return layer(ctx, call(module(ctx), ctx.in_names[0]), ctor)
