@@ -46,21 +46,19 @@ class FlowTrainModel(nn.Layer):
 
 
 def reset_parameters(model: nn.Layer) -> None:
-    """FlowTrain's initialisers, the same distributions in every framework's program:
-    weights and biases of linear and convolution layers U(±1/√fan_in), embeddings N(0, 1),
-    learned positions N(0, 0.02), recurrent weights U(±1/√hidden), norm layers ones/zeros."""
-    for layer in model.sublayers(include_self=True):
-        if isinstance(layer, nn.Linear):
-            bound = 1 / math.sqrt(layer.weight.shape[0])  # paddle's Linear weight is (in, out)
-            nn.initializer.Uniform(-bound, bound)(layer.weight)
-            if layer.bias is not None:
-                nn.initializer.Uniform(-bound, bound)(layer.bias)
-        elif isinstance(layer, nn.Embedding):
-            nn.initializer.Normal(0.0, 1.0)(layer.weight)
-        elif isinstance(layer, nn.LSTM):
-            bound = 1 / math.sqrt(layer.hidden_size)
-            for weight in layer.parameters():
-                nn.initializer.Uniform(-bound, bound)(weight)
+    """FlowTrain's initialisers, declared by each op and the same in every framework's program:
+    U(±1/√fan_in) for the weights and biases of linear, convolution, recurrent and attention layers,
+    N(0, 1) for embeddings, N(0, 0.02) for learned positions, ones and zeros for norm layers."""
+    nn.initializer.Normal(0.0, 1.0)(model.embedding1.weight)
+    uniform_fan_in(model.lstm1, 128)
+    uniform_fan_in(model.linear1, 256)
+
+
+def uniform_fan_in(target: nn.Layer | paddle.Tensor, fan_in: int) -> None:
+    """U(±1/√fan_in) for a parameter or for every parameter of a layer (torch's rule for linear layers)."""
+    bound = 1 / math.sqrt(fan_in)
+    for weight in target.parameters() if isinstance(target, nn.Layer) else [target]:
+        nn.initializer.Uniform(-bound, bound)(weight)
 
 
 def build_model() -> FlowTrainModel:

@@ -36,15 +36,18 @@ class FlowTrainModel(nn.Layer):
 
 
 def reset_parameters(model: nn.Layer) -> None:
-    """FlowTrain's initialisers, the same distributions in every framework's program:
-    weights and biases of linear and convolution layers U(±1/√fan_in), embeddings N(0, 1),
-    learned positions N(0, 0.02), recurrent weights U(±1/√hidden), norm layers ones/zeros."""
-    for layer in model.sublayers(include_self=True):
-        if isinstance(layer, nn.Linear):
-            bound = 1 / math.sqrt(layer.weight.shape[0])  # paddle's Linear weight is (in, out)
-            nn.initializer.Uniform(-bound, bound)(layer.weight)
-            if layer.bias is not None:
-                nn.initializer.Uniform(-bound, bound)(layer.bias)
+    """FlowTrain's initialisers, declared by each op and the same in every framework's program:
+    U(±1/√fan_in) for the weights and biases of linear, convolution, recurrent and attention layers,
+    N(0, 1) for embeddings, N(0, 0.02) for learned positions, ones and zeros for norm layers."""
+    uniform_fan_in(model.fc1, 13)
+    uniform_fan_in(model.fc2, 16)
+
+
+def uniform_fan_in(target: nn.Layer | paddle.Tensor, fan_in: int) -> None:
+    """U(±1/√fan_in) for a parameter or for every parameter of a layer (torch's rule for linear layers)."""
+    bound = 1 / math.sqrt(fan_in)
+    for weight in target.parameters() if isinstance(target, nn.Layer) else [target]:
+        nn.initializer.Uniform(-bound, bound)(weight)
 
 
 def build_model() -> FlowTrainModel:

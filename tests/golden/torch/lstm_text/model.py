@@ -46,21 +46,19 @@ class FlowTrainModel(nn.Module):
 
 
 def reset_parameters(model: nn.Module) -> None:
-    """FlowTrain's initialisers, the same distributions in every framework's program:
-    weights and biases of linear and convolution layers U(±1/√fan_in), embeddings N(0, 1),
-    learned positions N(0, 0.02), recurrent weights U(±1/√hidden), norm layers ones/zeros."""
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            bound = 1 / math.sqrt(module.weight[0].numel())
-            nn.init.uniform_(module.weight, -bound, bound)
-            if module.bias is not None:
-                nn.init.uniform_(module.bias, -bound, bound)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, 0.0, 1.0)
-        elif isinstance(module, nn.LSTM):
-            bound = 1 / math.sqrt(module.hidden_size)
-            for weight in module.parameters():
-                nn.init.uniform_(weight, -bound, bound)
+    """FlowTrain's initialisers, declared by each op and the same in every framework's program:
+    U(±1/√fan_in) for the weights and biases of linear, convolution, recurrent and attention layers,
+    N(0, 1) for embeddings, N(0, 0.02) for learned positions, ones and zeros for norm layers."""
+    nn.init.normal_(model.embedding1.weight, 0.0, 1.0)
+    uniform_fan_in(model.lstm1, 128)
+    uniform_fan_in(model.linear1, 256)
+
+
+def uniform_fan_in(target: nn.Module | nn.Parameter, fan_in: int) -> None:
+    """U(±1/√fan_in) for a parameter or for every parameter of a layer (torch's rule for linear layers)."""
+    bound = 1 / math.sqrt(fan_in)
+    for weight in target.parameters() if isinstance(target, nn.Module) else [target]:
+        nn.init.uniform_(weight, -bound, bound)
 
 
 def build_model() -> FlowTrainModel:
