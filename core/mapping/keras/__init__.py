@@ -34,7 +34,6 @@ from core.spec import PipelineSpec
 from core.validate import Analysis
 
 CLASS_NAME = "FlowTrainModel"
-FRAMEWORK_REQUIREMENT = "tensorflow>=2.16 (Keras 3)"
 
 # Public attributes of keras.Model (Keras 3.15, TensorFlow backend): no layer may take one of these names.
 MODEL_ATTRIBUTES = frozenset("""
@@ -122,8 +121,6 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
         "output_numel": int(analysis.nodes[analysis.output_id].output.numel),  # type: ignore[index]
         "keras_input_shape": tuple(model.extra["keras_input_shape"]),
         "input_channels_last": bool(model.extra["input_channels_last"]),
-        "training": training_context(spec),
-        "framework_requirement": FRAMEWORK_REQUIREMENT,
         "keras_imports": keras_imports,
     })
     return context
@@ -132,27 +129,3 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
 def keras_imports(code: str) -> list[str]:
     """Which of ``keras.layers``/``keras.ops`` rendered code uses as ``layers.X``/``ops.X`` (for its import line)."""
     return [name for name in ("layers", "ops") if re.search(rf"(?<![\w.]){name}\.[A-Za-z_]", code)]
-
-
-def training_context(spec: PipelineSpec) -> dict[str, Any]:
-    """The training layer as typed values (rendered only through the ``py`` filter)."""
-    t = spec.training
-    return {
-        "epochs": int(t.epochs),
-        "samples_per_epoch": None if t.samples_per_epoch is None else int(t.samples_per_epoch),
-        "loss": str(t.loss),
-        "label_smoothing": float(t.label_smoothing),
-        "optimizer": {k: (tuple(v) if isinstance(v, (list, tuple)) else v)
-                      for k, v in t.optimizer.model_dump().items()},
-        "schedule": t.schedule.model_dump(),
-        "precision": str(t.precision),
-        "seed": int(t.seed),
-        "gradient_clip_norm": None if t.gradient_clip_norm is None else float(t.gradient_clip_norm),
-        "early_stopping": t.early_stopping.model_dump(),
-        "checkpoint": t.checkpoint.model_dump(),
-        "log_every_steps": int(t.log_every_steps),
-        "xla": str(t.performance.xla),
-        "device_data": str(t.performance.device_data),
-        "gpus_per_node": int(t.resources.gpus_per_node),
-        "cpus_per_task": int(t.resources.cpus_per_task),
-    }

@@ -94,9 +94,9 @@ def map_model(analysis: Analysis) -> MappedModel:
 def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
     """Everything templates/paddle/*.j2 (and templates/common/data.py.j2) refer to."""
     from core.mapping.data import data_context
-    from core.mapping.paddle._context import training_context
+    from core.mapping.paddle._context import model_context
 
-    context = training_context(spec, analysis, map_model(analysis))
+    context = model_context(spec, analysis, map_model(analysis))
     context.update(data_context(spec, analysis))
     return context
 

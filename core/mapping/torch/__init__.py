@@ -91,8 +91,8 @@ def map_model(analysis: Analysis) -> MappedModel:
 def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
     """Everything templates/torch/*.j2 (and templates/common/data.py.j2) refer to."""
     from core.mapping.data import data_context
-    from core.mapping.torch._context import training_context
+    from core.mapping.torch._context import model_context
 
-    context = training_context(spec, analysis, map_model(analysis))
+    context = model_context(spec, analysis, map_model(analysis))
     context.update(data_context(spec, analysis))
     return context
