@@ -37,21 +37,6 @@ NODE_Y_STEP = 140.0
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
-STARTER_BY_OP: dict[tuple[str, str], Any] = {
-    ("MaxPool2d", "kernel_size"): 2,
-    ("AvgPool2d", "kernel_size"): 2,
-}
-STARTER_BY_NAME: dict[str, Any] = {
-    "out_channels": 32,
-    "kernel_size": 3,
-    "out_features": 64,
-    "num_heads": 4,
-    "hidden_size": 64,
-    "num_embeddings": 10_000,
-    "embedding_dim": 64,
-    "shape": [-1],
-}
-
 _EDGE_PREFIX = "st-flow-edge_"
 
 Level = Literal["info", "warning", "error"]
@@ -75,7 +60,7 @@ def starter_params(op: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for prm in cls.params:
         if prm.required:
-            params[prm.name] = copy.deepcopy(STARTER_BY_OP.get((op, prm.name), STARTER_BY_NAME.get(prm.name)))
+            params[prm.name] = copy.deepcopy(prm.example)
     return params
 
 

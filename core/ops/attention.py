@@ -19,7 +19,7 @@ from core.ops.registry import (
     uniform,
 )
 
-_HEADS = Param("num_heads", "int", minimum=1, maximum=1024, help="Attention heads; must divide the width E.")
+_HEADS = Param("num_heads", "int", example=4, minimum=1, maximum=1024, help="Attention heads; must divide the width E.")
 
 
 def _check_heads(x: Tensor, p: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from core.ops.registry import (
     uniform,
 )
 
-_OUT = Param("out_channels", "int", minimum=1, maximum=65_536, help="Number of output channels (filters).")
+_OUT = Param("out_channels", "int", example=32, minimum=1, maximum=65_536, help="Number of output channels (filters).")
 _GROUPS = Param("groups", "int", 1, minimum=1, maximum=65_536,
                 help="Split channels into groups (groups = channels makes a depthwise convolution).")
 _BIAS = bool_param("bias", True, "Add a learned bias (usually off before a BatchNorm).")
@@ -54,7 +54,7 @@ class Conv2d(Op):
     help = "2-d convolution over (C, H, W). padding: an int, [h, w], 'same' or 'valid'."
     params = (
         _OUT,
-        Param("kernel_size", "int_pair", minimum=1, maximum=1024, help="Kernel size, e.g. 3 or [3, 5]."),
+        Param("kernel_size", "int_pair", example=3, minimum=1, maximum=1024, help="Kernel size, e.g. 3 or [3, 5]."),
         Param("stride", "int_pair", 1, minimum=1, maximum=1024, help="Stride."),
         Param("padding", "padding", 0, minimum=0, maximum=1024, help="Zero padding on each side, or 'same'/'valid'."),
         Param("dilation", "int_pair", 1, minimum=1, maximum=1024, help="Spacing between kernel elements."),
@@ -102,7 +102,7 @@ class Conv1d(Op):
     help = "1-d convolution over (C, L). padding: an int, 'same' or 'valid'."
     params = (
         _OUT,
-        Param("kernel_size", "int", minimum=1, maximum=65_536, help="Kernel size."),
+        Param("kernel_size", "int", example=3, minimum=1, maximum=65_536, help="Kernel size."),
         Param("stride", "int", 1, minimum=1, maximum=65_536, help="Stride."),
         Param("padding", "padding", 0, minimum=0, maximum=65_536, help="Zero padding on each side, or 'same'/'valid'."),
         Param("dilation", "int", 1, minimum=1, maximum=65_536, help="Spacing between kernel elements."),
@@ -149,7 +149,7 @@ class ConvTranspose2d(Op):
     help = "Transposed 2-d convolution (learned up-sampling): out = (in−1)·stride − 2·padding + kernel + output_padding."
     params = (
         _OUT,
-        Param("kernel_size", "int_pair", minimum=1, maximum=1024, help="Kernel size."),
+        Param("kernel_size", "int_pair", example=3, minimum=1, maximum=1024, help="Kernel size."),
         Param("stride", "int_pair", 1, minimum=1, maximum=1024, help="Stride (up-sampling factor)."),
         Param("padding", "int_pair", 0, minimum=0, maximum=1024, help="Cropped from each side of the output."),
         Param("output_padding", "int_pair", 0, minimum=0, maximum=1023, help="Extra rows/columns on one side."),

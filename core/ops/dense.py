@@ -14,7 +14,7 @@ class Linear(Op):
     family = "dense"
     help = "y = x·Wᵀ + b over the last axis. in_features is taken from the input."
     params = (
-        Param("out_features", "int", minimum=1, maximum=1_000_000, help="Number of output features."),
+        Param("out_features", "int", example=64, minimum=1, maximum=1_000_000, help="Number of output features."),
         bool_param("bias", True, "Add a learned bias."),
     )
 

@@ -14,8 +14,8 @@ class Embedding(Op):
     family = "embedding"
     help = "Maps token ids (T) of dtype int64 to vectors (T, embedding_dim)."
     params = (
-        Param("num_embeddings", "int", minimum=1, maximum=10_000_000, help="Vocabulary size."),
-        Param("embedding_dim", "int", minimum=1, maximum=65_536, help="Size of each vector."),
+        Param("num_embeddings", "int", example=10_000, minimum=1, maximum=10_000_000, help="Vocabulary size."),
+        Param("embedding_dim", "int", example=64, minimum=1, maximum=65_536, help="Size of each vector."),
     )
     input_dtype = "int64"
 

@@ -12,7 +12,7 @@ class _Pool2d(Op):
     family = "pool"
     reads_channels = True
     params = (
-        Param("kernel_size", "int_pair", minimum=1, maximum=1024, help="Window size."),
+        Param("kernel_size", "int_pair", example=2, minimum=1, maximum=1024, help="Window size."),
         Param("stride", "int_pair", None, optional=True, minimum=1, maximum=1024,
               help="Step between windows; empty = kernel_size."),
         Param("padding", "int_pair", 0, minimum=0, maximum=512, help="Implicit padding on each side."),

@@ -13,7 +13,7 @@ class _Recurrent(Op):
     family = "recurrent"
     gates: int = 1
     params = (
-        Param("hidden_size", "int", minimum=1, maximum=65_536, help="Size of the hidden state."),
+        Param("hidden_size", "int", example=64, minimum=1, maximum=65_536, help="Size of the hidden state."),
         Param("num_layers", "int", 1, minimum=1, maximum=64, help="Stacked layers."),
         bool_param("bidirectional", False, "Also run the sequence backwards and concatenate."),
         bool_param("return_sequences", False, "Return every step (T, H) instead of the last state (H)."),

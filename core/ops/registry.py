@@ -137,6 +137,9 @@ class Param:
     choices: tuple[Any, ...] = ()
     optional: bool = False  # None is an accepted value
     allow_infer: bool = False
+    # What the editor puts into a new node for a required parameter (the op's own typical value),
+    # so that a node dropped from the palette is valid at once. Not a default: specs must say it.
+    example: Any = None
 
     @property
     def required(self) -> bool:

@@ -25,7 +25,7 @@ class Reshape(Op):
     name = "Reshape"
     family = "shape"
     help = "Gives one sample a new shape with the same number of elements; one -1 stands for the rest."
-    params = (Param("shape", "shape", allow_infer=True, help="Target shape without the batch axis, e.g. [16, 7, 7]."),)
+    params = (Param("shape", "shape", example=[-1], allow_infer=True, help="Target shape without the batch axis, e.g. [16, 7, 7]."),)
 
     @classmethod
     def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:

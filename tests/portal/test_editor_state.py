@@ -247,3 +247,12 @@ def test_data_steps_catalogue_and_parsing():
     ed = Editor()
     ed.set_list("preprocessing", [new_step("preprocessing", "resize"), {"op": "scale", "max_value": 16.0}])
     assert ed.spec().data.preprocessing[0].size == (28, 28)
+
+
+@pytest.mark.parametrize("op", sorted(REGISTRY.names()))
+def test_a_node_dropped_from_the_palette_has_every_required_parameter_filled_within_its_range(op: str) -> None:
+    params = starter_params(op)
+    for prm in REGISTRY.get(op).params:
+        if prm.required:
+            assert prm.name in params and params[prm.name] is not None, f"{op}.{prm.name} has no example value"
+            prm.check(params[prm.name])  # raises ParamError naming the range when the example is outside it
