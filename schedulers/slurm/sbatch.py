@@ -77,7 +77,13 @@ def _time_limit(minutes: int) -> str:
 class _Launch:
     mode: str
     line: str
-    distributed: bool
+    distributed: bool  # the job script exports MASTER_ADDR/MASTER_PORT
+    node_addresses: bool = False  # … and FLOWTRAIN_NODE_ADDRS, every node's address (programs that list all workers)
+
+
+# A task that dies ends the whole step at once (srun kills the others), so a crashed rank fails the
+# job within seconds instead of leaving the other ranks waiting for it until the time limit.
+SRUN = "exec srun --kill-on-bad-exit=1"
 
 
 def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
@@ -90,7 +96,7 @@ def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
         return _Launch("one process", f"exec {py} {prog}", distributed=False)
     node_cpus = procs_per_node * r.cpus_per_task
     # One srun task per node, holding all the node's CPUs/GPUs, for launchers that fork workers.
-    per_node = f"exec srun --nodes={r.nodes} --ntasks={r.nodes} --ntasks-per-node=1 --cpus-per-task={node_cpus}"
+    per_node = f"{SRUN} --nodes={r.nodes} --ntasks={r.nodes} --ntasks-per-node=1 --cpus-per-task={node_cpus}"
     if request.framework == "torch":
         line = (
             f'{per_node} {py} -m torch.distributed.run --nnodes="$SLURM_NNODES" '
@@ -110,12 +116,13 @@ def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
         )
         line = f"{per_node} bash -c {shlex.quote(inner)} {py} {prog}"
         return _Launch(f"srun, one paddle.distributed.launch per node x {procs_per_node}", line, True)
-    # keras / TensorFlow: one srun task per worker; SlurmClusterResolver reads SLURM_* from the env.
+    # keras / TensorFlow: one srun task per worker; the program lists the workers from the node
+    # addresses and its rank (SLURM_PROCID), each on its own port.
     line = (
-        f"exec srun --nodes={r.nodes} --ntasks={total} --ntasks-per-node={procs_per_node} "
+        f"{SRUN} --nodes={r.nodes} --ntasks={total} --ntasks-per-node={procs_per_node} "
         f"--cpus-per-task={r.cpus_per_task} {py} {prog}"
     )
-    return _Launch(f"srun, one task per worker ({total} workers)", line, False)
+    return _Launch(f"srun, one task per worker ({total} workers)", line, True, node_addresses=True)
 
 
 def render_sbatch(
@@ -186,6 +193,7 @@ def render_sbatch(
         run_dir=shlex.quote(run_dir),
         env=[(k, shlex.quote(v)) for k, v in request.env],
         distributed=launch.distributed,
+        node_addresses=launch.node_addresses,
         launch=launch.line,
     )
 

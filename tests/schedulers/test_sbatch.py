@@ -182,7 +182,8 @@ def test_default_python_is_this_interpreter(tmp_path: Path) -> None:
 def test_torch_multi_node_uses_srun_and_torchrun(tmp_path: Path) -> None:
     text = render_sbatch(req(tmp_path, "torch", nodes=2, gpus_per_node=4, cpus_per_task=2), python="/env/py")
     argv = launch_line(text)
-    assert argv[:6] == ["exec", "srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=8"]
+    assert argv[:7] == ["exec", "srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
+                        "--cpus-per-task=8"]
     assert argv[6:9] == ["/env/py", "-m", "torch.distributed.run"]
     assert "--nproc_per_node=4" in argv and "--rdzv_backend=c10d" in argv
     assert "--nnodes=$SLURM_NNODES" in argv and "--rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT" in argv
@@ -213,10 +214,13 @@ def test_paddle_multi_node_gets_rank_per_task(tmp_path: Path) -> None:
 
 
 def test_keras_one_srun_task_per_worker(tmp_path: Path) -> None:
-    argv = launch_line(render_sbatch(req(tmp_path, "keras", nodes=2, gpus_per_node=2), python="/env/py"))
+    text = render_sbatch(req(tmp_path, "keras", nodes=2, gpus_per_node=2), python="/env/py")
+    argv = launch_line(text)
+    assert "export FLOWTRAIN_NODE_ADDRS" in text and "export MASTER_PORT=" in text  # one port per rank
     assert argv == [
         "exec",
         "srun",
+        "--kill-on-bad-exit=1",
         "--nodes=2",
         "--ntasks=4",
         "--ntasks-per-node=2",

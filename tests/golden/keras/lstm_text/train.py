@@ -198,13 +198,27 @@ def prune_checkpoints(folder: Path) -> None:
 
 
 def gpus_from_environment() -> int:
-    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU)."""
+    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
+    TensorFlow build, whatever Slurm allotted."""
+    if not tf.test.is_built_with_cuda():
+        return 0
     for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
         value = os.environ.get(name, "")
         if value.isdigit():
             return int(value)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return len([d for d in visible.split(",") if d.strip()]) if visible else 0
+
+
+def slurm_workers(tasks: int) -> list[str]:
+    """One address per Slurm task, in task order: the address Slurm has for the task's node (the job
+    script exports them as FLOWTRAIN_NODE_ADDRS) and a port of its own, MASTER_PORT + 1 + task. Ports
+    come from the task's rank in the whole job, never from its index on the node, so tasks that share
+    a host (several nodes on one machine, or co-located tasks) cannot collide."""
+    addresses = os.environ["FLOWTRAIN_NODE_ADDRS"].split(",")
+    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
+    port = int(os.environ["MASTER_PORT"]) + 1
+    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
 
 
 def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
@@ -221,17 +235,14 @@ def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
     if "TF_CONFIG" in env:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     else:
-        port_base = 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000
+        accelerators = 0
         if gpus:
-            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=port_base, gpus_per_node=gpus)
-        else:
-            # The Slurm resolver cannot describe CPU-only tasks (it divides GPUs among them): take its
-            # cluster layout and declare no accelerators.
-            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(
-                port_base=port_base, gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False)
-            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-                slurm.cluster_spec(), task_type="worker", task_id=int(env["SLURM_PROCID"]),
-                num_accelerators={"GPU": 0}, rpc_layer="grpc")
+            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
+            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
+            accelerators = slurm.num_accelerators().get("GPU", 0)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
+            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
     if not gpus:
         # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
         per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
