@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from schedulers.base import JobStatus, RunState, SchedulerError
+from schedulers.jobenv import export_names, job_environment
 
 DEFAULT_TIMEOUT_S = 10.0  # squeue/sinfo give up on a dead controller after ~9 s; scontrol after ~18 s
 START_HINT = "start it with scripts/devcluster.sh start (dev cluster) or ask the cluster's admins"
@@ -430,13 +431,11 @@ class SlurmCommands:
     def _env(self, clean_job_env: bool) -> dict[str, str]:
         env = dict(os.environ)
         if clean_job_env:
-            # Inside an allocation, SLURM_*/SBATCH_* from the portal's own job would leak into the
-            # job being submitted (its size, its name, its output file).
-            env = {
-                k: v
-                for k, v in env.items()
-                if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")) or k == "SLURM_CONF"
-            }
+            # The job's environment is the allow-list (schedulers/jobenv.py), nothing else of the
+            # portal's: no secrets, and no SLURM_*/SBATCH_* of the portal's own allocation.
+            env = job_environment(env)
+            if os.environ.get("SLURM_CONF"):
+                env["SLURM_CONF"] = os.environ["SLURM_CONF"]
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
         env["SLURM_TIME_FORMAT"] = "standard"
@@ -572,8 +571,10 @@ class SlurmCommands:
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script; return the job id."""
+        # --export=NAMES: only SLURM_* and the allow-list reach the job, with the values of the clean
+        # environment sbatch runs in (schedulers/jobenv.py).
         proc = self.run(
-            ["sbatch", "--parsable", str(script)],
+            ["sbatch", "--parsable", f"--export={export_names(job_environment())}", str(script)],
             cwd=cwd,
             clean_job_env=True,
             hint="check the #SBATCH lines in " + str(script) + " against `sinfo` (partition, GPUs, memory)",
