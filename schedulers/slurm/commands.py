@@ -351,6 +351,17 @@ def nodes_from_sinfo_json(doc: Mapping[str, Any]) -> list[SlurmNode]:
 
 
 @dataclass(frozen=True)
+class PartitionLimits:
+    """A partition's per-job limits from ``scontrol show partition`` (``None``: UNLIMITED / not set)."""
+
+    max_nodes: int | None = None  # MaxNodes
+    max_time_min: int | None = None  # MaxTime
+    max_cpus_per_node: int | None = None  # MaxCPUsPerNode
+    max_mem_per_node_mb: int | None = None  # MaxMemPerNode
+    max_mem_per_cpu_mb: int | None = None  # MaxMemPerCPU
+
+
+@dataclass(frozen=True)
 class SlurmPartition:
     """One partition from ``scontrol -o show partition``."""
 
@@ -359,6 +370,48 @@ class SlurmPartition:
     default: bool
     nodes: str
     state: str
+    limits: PartitionLimits = PartitionLimits()
+
+
+NO_LIMITS = PartitionLimits()
+
+
+def parse_slurm_minutes(text: str) -> int | None:
+    """Slurm's time limit (``MaxTime``): ``UNLIMITED``/``INFINITE`` → ``None``; ``MM``, ``MM:SS``,
+    ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` → whole minutes (seconds rounded up)."""
+    text = _null(text).strip()
+    if text in ("", "UNLIMITED", "INFINITE", "NONE"):
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not m:
+        raise ValueError(f"not a Slurm time limit: {text!r}")
+    days, first, second, third = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        h, mins, secs = int(first), int(second or 0), int(third or 0)
+    elif third is not None:  # HH:MM:SS
+        h, mins, secs = int(first), int(second), int(third)
+    else:  # MM or MM:SS
+        h, mins, secs = 0, int(first), int(second or 0)
+    return int(days or 0) * 1440 + h * 60 + mins + (1 if secs else 0)
+
+
+def _limit(value: str | None) -> int | None:
+    """``MaxNodes``/``MaxCPUsPerNode``/``MaxMem*`` values: ``UNLIMITED``, ``0`` (not set) → ``None``."""
+    text = _null(value).strip()
+    if not text or text in ("UNLIMITED", "INFINITE"):
+        return None
+    digits = re.match(r"\d+", text)
+    return (int(digits.group(0)) or None) if digits else None
+
+
+def partition_limits(fields: Mapping[str, str]) -> PartitionLimits:
+    return PartitionLimits(
+        max_nodes=_limit(fields.get("MaxNodes")),
+        max_time_min=parse_slurm_minutes(fields.get("MaxTime", "UNLIMITED")),
+        max_cpus_per_node=_limit(fields.get("MaxCPUsPerNode")),
+        max_mem_per_node_mb=_limit(fields.get("MaxMemPerNode")),
+        max_mem_per_cpu_mb=_limit(fields.get("MaxMemPerCPU")),
+    )
 
 
 def partitions_from_scontrol(text: str) -> list[SlurmPartition]:
@@ -376,6 +429,7 @@ def partitions_from_scontrol(text: str) -> list[SlurmPartition]:
                 default=f.get("Default", "NO") == "YES",
                 nodes=_null(f.get("Nodes")),
                 state=f.get("State", ""),
+                limits=partition_limits(f),
             )
         )
     return out
