@@ -5,11 +5,13 @@ settings file, a database password, and a job's log is shown to its user. Every 
 the job's environment with :func:`job_environment`:
 
 - the local executor passes exactly that to the wrapper it starts (``env=``);
-- Slurm's commands transport runs ``sbatch --export=NAMES`` (only ``SLURM_*`` plus the named
-  variables reach the job; Slurm 22.05 cannot combine ``--export=NONE`` with names, this form is
-  its "nothing but these") from a process whose environment is exactly that; the launch lines
-  inside the job use ``srun --export=ALL`` so job steps get the batch shell's (already clean)
-  environment instead of inheriting the restriction;
+- Slurm's commands transport runs ``sbatch --export=ALL`` in a process whose environment *is* that
+  allow-list (plus ``SLURM_CONF``), so the job gets exactly the allow-list and Slurm's ``SLURM_*``.
+  Not ``--export=NONE``: on Slurm 22.05 (the dev cluster), ``NONE`` and a list of names both make
+  slurmd load the job user's login environment (``SLURM_GET_USER_ENV=1``: ``su -`` profiles, module
+  functions), which is not the allow-list, differs per site and delays the script's start. The
+  launch lines inside the job use ``srun --export=ALL`` so job steps get the batch shell's (already
+  clean) environment;
 - the pyslurm transport hands that dictionary to the submission as the job's environment.
 
 The allow-list: :data:`ALLOWED_NAMES`, and names starting with :data:`ALLOWED_PREFIXES` (locale,
@@ -44,9 +46,3 @@ def job_environment(source: Mapping[str, str] | None = None,
     env = {k: v for k, v in (os.environ if source is None else source).items() if allowed(k)}
     env.update(extra)
     return env
-
-
-def export_names(env: Mapping[str, str]) -> str:
-    """``sbatch --export`` value naming ``env``'s variables (their values come from the submitting
-    process's environment, so no value is ever parsed by sbatch's comma-separated list)."""
-    return ",".join(sorted(env)) or "NONE"

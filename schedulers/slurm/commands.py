@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from schedulers.base import JobStatus, RunState, SchedulerError
-from schedulers.jobenv import export_names, job_environment
+from schedulers.jobenv import job_environment
 
 DEFAULT_TIMEOUT_S = 10.0  # squeue/sinfo give up on a dead controller after ~9 s; scontrol after ~18 s
 START_HINT = "start it with scripts/devcluster.sh start (dev cluster) or ask the cluster's admins"
@@ -625,10 +625,10 @@ class SlurmCommands:
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script; return the job id."""
-        # --export=NAMES: only SLURM_* and the allow-list reach the job, with the values of the clean
-        # environment sbatch runs in (schedulers/jobenv.py).
+        # sbatch runs in the allow-listed environment (clean_job_env) and exports exactly that: the job
+        # gets SLURM_* and the allow-list (schedulers/jobenv.py explains why not --export=NONE).
         proc = self.run(
-            ["sbatch", "--parsable", f"--export={export_names(job_environment())}", str(script)],
+            ["sbatch", "--parsable", "--export=ALL", str(script)],
             cwd=cwd,
             clean_job_env=True,
             hint="check the #SBATCH lines in " + str(script) + " against `sinfo` (partition, GPUs, memory)",

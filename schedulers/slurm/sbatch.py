@@ -12,9 +12,9 @@ only job steps, and a single-process job (no srun step) would never see it. Cave
 ``torch.distributed.run`` the signal reaches the torchrun agent, which does not forward SIGUSR1 to its
 workers; those still get SIGTERM at the limit/cancel, and resume relies on the last checkpoint.
 
-Environment: the job starts from the allow-list of :mod:`schedulers.jobenv` (``sbatch --export=NAMES``
-in the transport), and every ``srun`` here says ``--export=ALL`` so a job step gets the batch shell's
-clean environment (with ``MASTER_ADDR``/``MASTER_PORT``) instead of inheriting sbatch's restriction.
+Environment: the job starts from the allow-list of :mod:`schedulers.jobenv` (the transport submits
+from that environment), and every ``srun`` here says ``--export=ALL`` so a job step gets the batch
+shell's clean environment (with ``MASTER_ADDR``/``MASTER_PORT``) whatever the site's defaults.
 ``paddle.distributed.launch`` writes the whole environment of each worker into its log folder
 (``backup_env.N.json``, ``envlog.N``); its ``--log_dir`` is a fresh private folder (``mktemp -d``,
 0700) under the node's ``$TMPDIR``, never the run directory the user downloads from.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedulers.jobenv import export_names, job_environment
+from schedulers.jobenv import job_environment
 
 
 def test_only_allowed_names_pass_and_the_request_adds_its_own() -> None:
@@ -13,8 +13,3 @@ def test_only_allowed_names_pass_and_the_request_adds_its_own() -> None:
     env = job_environment(portal, extra=[("FLOWTRAIN_RUN_DIR", "/runs/1")])
     assert env == {"PATH": "/usr/bin", "HOME": "/home/svc", "LANG": "C.UTF-8", "LC_ALL": "C", "OMP_NUM_THREADS": "4",
                    "NCCL_SOCKET_IFNAME": "ib0", "FLOWTRAIN_DATA_ROOT": "/data", "FLOWTRAIN_RUN_DIR": "/runs/1"}
-
-
-def test_sbatch_export_names_the_variables_only() -> None:
-    assert export_names({"PATH": "/a,b", "HOME": "/h"}) == "HOME,PATH"  # values never enter the list
-    assert export_names({}) == "NONE"

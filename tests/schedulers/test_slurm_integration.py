@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.jobenv import allowed
 from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.utilisation import PartitionUtilisation, slurm_utilisation
@@ -116,7 +117,8 @@ def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecuto
 
 def test_job_environment_lacks_the_portals_secrets(ex: SlurmExecutor, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """sbatch --export=NAMES from a clean environment: a secret of the portal's never reaches the job."""
+    """sbatch from the allow-listed environment: a secret of the portal's never reaches the job, and
+    neither does a login environment Slurm would load for --export=NONE (SLURM_GET_USER_ENV)."""
     monkeypatch.setenv("PORTAL_DB_PASSWORD", "hunter2")
     monkeypatch.setenv("SBATCH_COMMENT", "from-the-portal")  # an sbatch option hidden in the environment
     body = "import json, os\njson.dump(dict(os.environ), open('env.json', 'w'))\n"
@@ -129,6 +131,10 @@ def test_job_environment_lacks_the_portals_secrets(ex: SlurmExecutor, tmp_path: 
     assert env["PATH"] == os.environ["PATH"] and env["SLURM_JOB_ID"] == job_id
     assert env["FLOWTRAIN_RUN_DIR"] == str(request.run_dir.resolve())
     assert "from-the-portal" not in json.dumps(env)
+    set_by_slurm_or_the_script = {"ENVIRONMENT", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "FLOWTRAIN_RUN_DIR",
+                                  "PYTHONUNBUFFERED"}
+    extra = {k for k in env if not (allowed(k) or k.startswith("SLURM") or k in set_by_slurm_or_the_script)}
+    assert not extra and "SLURM_GET_USER_ENV" not in env, sorted(extra)
 
 
 def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path) -> None:
