@@ -155,3 +155,18 @@ def test_command_line_honours_the_settings_file(tmp_path: Path) -> None:
     assert fws.returncode == 0, fws.stderr
     doc = json.loads(fws.stdout)
     assert doc["source"] == str(envs) and [e["environment"]["name"] for e in doc["environments"]] == ["site-envs"]
+
+
+def test_the_example_deployment_settings_load(tmp_path: Path) -> None:
+    """examples/flowtrain.toml (README "Deployment") is a valid settings file once its secret exists."""
+    cfg = tmp_path / "flowtrain.toml"
+    cfg.write_text((REPO / "examples" / "flowtrain.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "environments.toml").write_text(
+        '[[environments]]\nname = "site"\npython = "/usr/bin/python3"\nframeworks = ["torch"]\n', encoding="utf-8")
+    secret = tmp_path / "proxy.secret"
+    secret.write_text("f" * 64 + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    s = load_settings(cfg, environ={})
+    assert (s.scheduler, s.portal_address, s.auth.mode, s.auth.proxy_secret) == ("slurm", "127.0.0.1", "header",
+                                                                                  "f" * 64)
+    assert s.auth.admins == ("flowtrain-admin",) and s.data_roots[0] == "/scratch/{user}/data"
