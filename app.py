@@ -1,10 +1,14 @@
 """FlowTrain portal: ``streamlit run app.py``. Signs the user in, then navigates over the thin pages."""
 
+import os
+
 import streamlit as st
 
 from core.errors import FlowTrainError
 from portal import auth, session
 
+# Run directories, the registry and every file the portal writes are its users' private state.
+os.umask(0o077)
 st.set_page_config(page_title="FlowTrain", page_icon=":material/model_training:", layout="wide")
 
 try:

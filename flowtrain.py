@@ -8,6 +8,7 @@ message and an exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from cli import COMMAND_MODULES
@@ -26,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The registry, run directories and generated programs are private to their owner.
+    os.umask(0o077)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

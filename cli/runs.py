@@ -1,15 +1,15 @@
 """Run commands: frameworks, select, run, runs, status, logs, cancel.
 
 Settings (home, scheduler, environments) come from :mod:`settings`, exactly as the portal reads them.
+The user is the OS user running the command; ``--user NAME`` and ``--all-users`` are for the
+administrators named in ``[auth] admins`` (:func:`settings.access.acting_user`).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import getpass
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +23,8 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, plan, submit_run, wait_for_run
 from schedulers.runs import Run, RunRegistry, StateChange, tail_file
-from settings import SCHEDULERS, load_settings
+from settings import SCHEDULERS, Settings, load_settings
+from settings.access import acting_user, listing_user
 
 FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
 SCHEDULER_HELP = "default: FLOWTRAIN_SCHEDULER, else the settings file (FLOWTRAIN_CONFIG), else local"
@@ -49,8 +50,12 @@ def _scheduler_errors(fn: Handler) -> Handler:
     return wrapper
 
 
-def default_user() -> str:
-    return os.environ.get("FLOWTRAIN_USER") or getpass.getuser()
+def _user(settings: Settings, args: argparse.Namespace) -> str:
+    """The OS user, or ``--user`` for an administrator."""
+    return acting_user(settings, args.user)
+
+
+ADMIN_HELP = "act for this user (administrators in [auth] admins only; default: you)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,43 +78,43 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help=SCHEDULER_HELP)
     p.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 only if COMPLETED")
     p.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
-    p.add_argument("--user", default=None, help="owner of the run (default: FLOWTRAIN_USER or the login name)")
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--epochs", type=int, default=None, help="override training.epochs")
     p.add_argument("--max-steps", type=int, default=None, help="passed to train.py: stop after N optimizer steps")
     p.add_argument("--json", action="store_true", help="print the run as JSON at the end")
     p.set_defaults(handler=_scheduler_errors(cmd_run))
 
     p = sub.add_parser("runs", help="list runs, newest first")
-    p.add_argument("--user", default=None)
-    p.add_argument("--all-users", action="store_true", help="every user's runs")
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
+    p.add_argument("--all-users", action="store_true", help="every user's runs (administrators only)")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_scheduler_errors(cmd_runs))
 
     p = sub.add_parser("status", help="one run: state, history, metrics, artifacts")
     p.add_argument("run")
-    p.add_argument("--user", default=None)
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_scheduler_errors(cmd_status))
 
     p = sub.add_parser("logs", help="the run's combined stdout/stderr")
     p.add_argument("run")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
-    p.add_argument("--user", default=None)
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=_scheduler_errors(cmd_logs))
 
     p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends)")
     p.add_argument("run")
-    p.add_argument("--user", default=None)
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=_scheduler_errors(cmd_cancel))
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _registry() -> RunRegistry:
+def _registry(settings: Settings) -> RunRegistry:
     """The registry under the home folder the settings name (FLOWTRAIN_HOME, the settings file, ./var)."""
-    return RunRegistry(home=load_settings().home)
+    return RunRegistry(home=settings.home)
 
 
 def _executors(registry: RunRegistry) -> Executors:
@@ -205,11 +210,11 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()
+    user = _user(settings, args)
     spec = _with_epochs(load_spec(args.spec), args.epochs)
     registry = RunRegistry(home=settings.home)
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
-    user = args.user or default_user()
     run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
                      executors=executors, args=extra, settings=settings)
     out = sys.stderr if args.json else sys.stdout
@@ -253,8 +258,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    registry = _registry()
-    user = None if args.all_users else (args.user or default_user())
+    settings = load_settings()
+    user = listing_user(settings, args.user, all_users=args.all_users)
+    registry = _registry(settings)
     _reconcile_quietly(registry, _executors(registry), user=user)
     runs = registry.list_runs(user, limit=args.limit)
     if args.json:
@@ -272,8 +278,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    registry = _registry()
-    user = args.user or default_user()
+    settings = load_settings()
+    user = _user(settings, args)
+    registry = _registry(settings)
     registry.get(args.run, user)  # ownership first: "not found" for another user's run
     _reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
     registry.sync_metrics(args.run)
@@ -318,8 +325,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    registry = _registry()
-    run = registry.get(args.run, args.user or default_user())
+    settings = load_settings()
+    registry = _registry(settings)
+    run = registry.get(args.run, _user(settings, args))
     path = registry.log_path(run.id)
     if path is None:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
@@ -336,8 +344,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    registry = _registry()
-    user = args.user or default_user()
+    settings = load_settings()
+    user = _user(settings, args)
+    registry = _registry(settings)
     run = registry.cancel(args.run, _executors(registry), user=user)
     print(f"run {run.id}: {run.state.value}" + ("" if run.is_final else " (cancel requested; it ends after "
                                                  "writing a checkpoint)"))

@@ -1,8 +1,15 @@
-"""Reading a spec from text, a file or a dict, with every structural problem reported at once."""
+"""Reading a spec from text, a file or a dict, with every structural problem reported at once.
+
+Numbers are finite: JSON's non-standard ``Infinity``, ``-Infinity`` and ``NaN`` (which Python's
+``json`` accepts by default) and non-finite floats in a dict are problems naming their field, so
+they never reach the validator or a code generator. A spec file or upload is at most
+:data:`MAX_SPEC_BYTES`.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +19,48 @@ from core.errors import CommandError, Problem, SpecError
 from core.spec import PipelineSpec
 from core.upgrades import UPGRADES, UpgradeRegistry
 
-MAX_SPEC_BYTES = 64 * 1024 * 1024
+MAX_SPEC_BYTES = 10 * 1024 * 1024  # a 10,000-node graph is ~2 MB of JSON
+
+
+class _NonFinite(float):
+    """What the JSON parser makes of ``Infinity``/``-Infinity``/``NaN``: found and reported by field."""
+
+    def __new__(cls, text: str) -> _NonFinite:
+        obj = super().__new__(cls, float(text.replace("Infinity", "inf")))
+        obj.text = text
+        return obj
+
+    text: str
+
+
+def _non_finite(doc: Any, loc: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], float]]:
+    """(location, value) of every non-finite number in ``doc``."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return [(loc, doc)]
+    if isinstance(doc, dict):
+        return [found for k, v in doc.items() for found in _non_finite(v, (*loc, k))]
+    if isinstance(doc, (list, tuple)):
+        return [found for i, v in enumerate(doc) for found in _non_finite(v, (*loc, i))]
+    return []
+
+
+def _non_finite_problems(doc: dict[str, Any]) -> list[Problem]:
+    problems = []
+    for loc, value in _non_finite(doc):
+        location, node_id = _location(loc, doc)
+        shown = value.text if isinstance(value, _NonFinite) else repr(value)
+        problems.append(Problem(location, "is not a finite number", node=node_id, received=shown,
+                                expected="a finite number", fix="use an ordinary number (JSON has no Infinity or NaN)"))
+    return problems
 
 
 def spec_from_dict(doc: Any, upgrades: UpgradeRegistry = UPGRADES) -> PipelineSpec:
     if not isinstance(doc, dict):
         raise SpecError([Problem("(document)", "a pipeline spec must be a JSON object",
                                  received=type(doc).__name__, expected="an object with data, model, training")])
+    non_finite = _non_finite_problems(doc)
+    if non_finite:
+        raise SpecError(non_finite)
     doc = upgrades.upgrade(doc)
     try:
         return PipelineSpec.model_validate(doc)
@@ -27,8 +69,11 @@ def spec_from_dict(doc: Any, upgrades: UpgradeRegistry = UPGRADES) -> PipelineSp
 
 
 def spec_from_json(text: str | bytes, source: str = "<spec>") -> PipelineSpec:
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(source, "is too large for a pipeline spec", received=f"{len(text):,} bytes",
+                                 expected=f"at most {MAX_SPEC_BYTES:,} bytes")])
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_NonFinite)
     except json.JSONDecodeError as exc:
         raise SpecError([Problem(
             source, "is not valid JSON", received=f"{exc.msg} at line {exc.lineno} column {exc.colno}",
@@ -42,16 +87,17 @@ def spec_from_json(text: str | bytes, source: str = "<spec>") -> PipelineSpec:
 def load_spec(path: str | Path) -> PipelineSpec:
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise CommandError(f"{p}: {size} bytes is larger than the {MAX_SPEC_BYTES} byte limit for a spec")
-        data = p.read_bytes()
+        with p.open("rb") as fh:  # read at most one byte past the limit: a FIFO or /dev/zero has no size
+            data = fh.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise CommandError(f"{p}: no such file; pass the path of a pipeline spec (JSON)") from None
     except IsADirectoryError:
         raise CommandError(f"{p}: is a directory; pass the path of a pipeline spec (JSON)") from None
     except PermissionError:
         raise CommandError(f"{p}: permission denied") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise CommandError(f"{p}: larger than the {MAX_SPEC_BYTES // (1024 * 1024)} MB limit for a pipeline spec "
+                           f"(MAX_SPEC_BYTES in core/load.py); a spec with 10,000 nodes is about 2 MB")
     return spec_from_json(data, source=str(p))
 
 

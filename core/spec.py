@@ -34,7 +34,7 @@ MAX_NODES = 20_000
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, validate_default=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- data layer

@@ -2,5 +2,4 @@
 
 from portal import cluster_view, session
 
-session.user()
-cluster_view.page(session.editor(), session.settings())
+cluster_view.page(session.editor(), session.settings(), session.user())

@@ -2,5 +2,4 @@
 
 from portal import code_view, session
 
-session.user()
-code_view.page(session.editor())
+code_view.page(session.editor(), session.user())

@@ -1,21 +1,40 @@
-"""Who is using this session: the trusted proxy header, a local login, or the portal's OS user."""
+"""Who is using this session: the trusted proxy's header, a local login, or the portal's OS user.
+
+The rules live in :mod:`portal.users` (no Streamlit there); this module reads the request from
+``st.context`` and keeps the sign-in in ``st.session_state``.
+"""
 
 from __future__ import annotations
+
+import time
 
 import streamlit as st
 
 from portal import users
-from portal.session import USER_KEY
-from portal.users import AccessError
+from portal.session import SIGNED_IN_KEY, USER_KEY
+from portal.users import AccessError, LoginThrottle
 from settings import Settings
+
+
+@st.cache_resource(show_spinner=False)
+def login_throttle() -> LoginThrottle:
+    """One throttle for every session of this portal process."""
+    return LoginThrottle()
+
+
+def request_headers() -> list[tuple[str, str]]:
+    """Every header of the request, repeated ones included (``st.context.headers`` keeps them all)."""
+    headers = st.context.headers
+    return [(name, value) for name in headers for value in headers.get_all(name)]
 
 
 def sign_in(settings: Settings) -> str:
     """Set ``st.session_state[USER_KEY]`` for this run, or show why not / a login form and stop."""
     if settings.auth.mode == "header":
         try:
-            name = users.user_from_headers(dict(st.context.headers), settings)
+            name = users.user_from_request(request_headers(), st.context.ip_address, settings)
         except AccessError as err:
+            st.session_state.pop(USER_KEY, None)
             st.error(str(err))
             st.stop()
         st.session_state[USER_KEY] = name
@@ -25,8 +44,16 @@ def sign_in(settings: Settings) -> str:
         st.session_state[USER_KEY] = name
         return name
     name = st.session_state.get(USER_KEY)
-    if name:
+    if name and not users.session_expired(st.session_state.get(SIGNED_IN_KEY), settings):
         return name
+    if name:
+        st.session_state.pop(USER_KEY, None)
+        st.info(f"Your session ended after {settings.auth.session_hours:g} hour(s); sign in again.")
+    _login_form(settings)
+    raise AssertionError("unreachable")  # _login_form ends with st.stop()
+
+
+def _login_form(settings: Settings) -> None:
     st.title("FlowTrain")
     with st.form("login"):
         st.subheader("Sign in")
@@ -35,16 +62,18 @@ def sign_in(settings: Settings) -> str:
         submitted = st.form_submit_button("Sign in")
     if submitted:
         try:
-            st.session_state[USER_KEY] = users.check_login(login, password, settings)
+            st.session_state[USER_KEY] = users.check_login(login, password, settings, throttle=login_throttle(),
+                                                           address=st.context.ip_address)
         except AccessError as err:
             st.error(str(err))
             st.stop()
+        st.session_state[SIGNED_IN_KEY] = time.time()
         st.rerun()
     st.stop()
-    raise AssertionError("unreachable")  # st.stop() raises
 
 
 def sign_out_button(settings: Settings) -> None:
     if users.login_required(settings) and st.sidebar.button("Sign out", key="logout"):
         st.session_state.pop(USER_KEY, None)
+        st.session_state.pop(SIGNED_IN_KEY, None)
         st.rerun()

@@ -4,6 +4,7 @@ pipeline, with its reasons."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.frameworks import FRAMEWORKS
+from portal import limits
 from portal.editor_state import Editor
 from portal.runs_view import executors_for
 from schedulers.base import SchedulerError
@@ -84,12 +86,14 @@ def _discover(settings: Settings, refresh: bool) -> Any:
     return discover(settings.environments, refresh=refresh)
 
 
-def frameworks_section(settings: Settings) -> list[Any] | None:
+def frameworks_section(settings: Settings, user: str) -> list[Any] | None:
     st.subheader("Installed frameworks per environment")
     refresh = st.button("Probe again", key="cluster.refresh", help="Ignore the cached answers and probe now.")
     with st.status("Finding the installed frameworks…", expanded=False) as status:
         try:
-            reports = _discover(settings, refresh)
+            # A fresh probe starts every environment's interpreter: one at a time per user.
+            with limits.GATE.hold("probe", user) if refresh else contextlib.nullcontext():
+                reports = _discover(settings, refresh)
         except (FlowTrainError, SchedulerError) as err:
             status.update(label="Discovery failed", state="error")
             st.error(str(err))
@@ -141,9 +145,9 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
         "pending": c.pending_jobs, "why": c.reason} for c in sel.candidates]), hide_index=True)
 
 
-def page(ed: Editor, settings: Settings) -> None:
+def page(ed: Editor, settings: Settings, user: str) -> None:
     st.title("Cluster")
     executors = executors_for(str(settings.home))
     utilisation_section(settings, executors)
-    reports = frameworks_section(settings)
+    reports = frameworks_section(settings, user)
     selector_section(ed, settings, executors, reports)

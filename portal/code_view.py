@@ -18,6 +18,7 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.mapping.base import FRAMEWORKS, support_table
+from portal import limits
 from portal.editor_state import Editor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,15 +69,20 @@ def run_equivalence(spec_json: str, timeout_s: float = EQUIVALENCE_TIMEOUT_S) ->
     return doc if isinstance(doc, dict) else {"error": "check-equivalence printed no report"}
 
 
-def _equivalence(spec_json: str) -> None:
+def _equivalence(spec_json: str, user: str) -> None:
     st.subheader("Equivalence across frameworks")
     st.caption("Builds the model in each framework with the same weights and compares the outputs for the "
                "same random input (runs each framework in its own process; takes a while).")
     if st.button("Check equivalence", key="code.equivalence"):
-        with st.status("Running the model in torch, keras and paddle…", expanded=False) as status:
-            report = run_equivalence(spec_json)
-            state = "error" if "error" in report or not report.get("ok") else "complete"
-            status.update(label="Equivalence check finished", state=state)
+        try:
+            with limits.GATE.hold("equivalence", user), \
+                    st.status("Running the model in torch, keras and paddle…", expanded=False) as status:
+                report = run_equivalence(spec_json)
+                state = "error" if "error" in report or not report.get("ok") else "complete"
+                status.update(label="Equivalence check finished", state=state)
+        except limits.Busy as err:
+            st.warning(str(err))
+            return
         st.session_state["code.equivalence_report"] = (spec_json, report)
     saved = st.session_state.get("code.equivalence_report")
     if not saved or saved[0] != spec_json:
@@ -93,7 +99,7 @@ def _equivalence(spec_json: str) -> None:
         st.dataframe(pd.DataFrame(report["pairs"]), hide_index=True)
 
 
-def page(ed: Editor) -> None:
+def page(ed: Editor, user: str) -> None:
     st.title("Generated code")
     try:
         spec = ed.valid_spec()
@@ -141,4 +147,4 @@ def page(ed: Editor) -> None:
     rows = [{"op": op, **{fw: "✅" if ok else "—" for fw, ok in table[op].items()}}
             for op in (used if only_used else sorted(table))]
     st.dataframe(pd.DataFrame(rows), hide_index=True)
-    _equivalence(spec_json)
+    _equivalence(spec_json, user)

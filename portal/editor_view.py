@@ -5,6 +5,7 @@ Drawing only: every edit goes through :class:`portal.editor_state.Editor`, which
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,12 +14,14 @@ import streamlit as st
 from core import datasets, zoo
 from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
+from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import canvas, dataprobe, users
+from portal import canvas, dataprobe, limits, users
 from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
 from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
 from portal.session import reset_widgets
 from settings import Settings
+from settings.access import pin_source
 
 MAX_PROBLEMS_SHOWN = 25
 MAX_FILES_LISTED = 300
@@ -46,17 +49,28 @@ def _load_template(ed: Editor) -> None:
     _after_replace(ed)
 
 
-def _import(ed: Editor) -> None:
-    upload = st.session_state.get("toolbar.import")
-    if upload is None:
-        return
+def import_spec(ed: Editor, name: str, size: int, read: Callable[[], bytes], settings: Settings,
+                user: str) -> bool:
+    """Import an uploaded spec: at most :data:`~core.load.MAX_SPEC_BYTES`, parsed, and its data source
+    resolved for ``user`` (:func:`settings.access.pin_source`), or a notice saying why not."""
+    if size > MAX_SPEC_BYTES:
+        ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; a pipeline spec may have at "
+                           f"most {limits.MAX_UPLOAD_MB} MB.", "toolbar")
+        return False
     try:
-        ed.load_json(upload.getvalue(), source=upload.name)
+        spec = pin_source(spec_from_json(read(), source=name), user, settings)
     except FlowTrainError as err:
-        ed.notice("error", f"Could not import {upload.name}: {err}", "toolbar")
-        return
-    ed.notice("info", f"Imported {upload.name}.", "toolbar")
-    _after_replace(ed)
+        ed.notice("error", f"Could not import {name}: {err}", "toolbar")
+        return False
+    ed.load_spec(spec)
+    ed.notice("info", f"Imported {name}.", "toolbar")
+    return True
+
+
+def _import(ed: Editor, settings: Settings, user: str) -> None:
+    upload = st.session_state.get("toolbar.import")
+    if upload is not None and import_spec(ed, upload.name, upload.size, upload.getvalue, settings, user):
+        _after_replace(ed)
 
 
 def _undo(ed: Editor) -> None:
@@ -69,7 +83,7 @@ def _new(ed: Editor) -> None:
     _after_replace(ed)
 
 
-def toolbar(ed: Editor) -> None:
+def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     c1, c2, c3, c4 = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
     with c1:
         field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
@@ -86,7 +100,8 @@ def toolbar(ed: Editor) -> None:
                   help="Undo the last change to the pipeline.")
     c1, c2, c3 = st.columns([4, 3, 2], vertical_alignment="bottom")
     with c1:
-        st.file_uploader("Import a spec (JSON)", type=["json"], key="toolbar.import", on_change=_import, args=(ed,))
+        st.file_uploader("Import a spec (JSON)", type=["json"], key="toolbar.import", on_change=_import,
+                         args=(ed, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
     with c2:
         try:
             text = ed.spec_json()
@@ -117,11 +132,15 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     """Detect format, size and sample shape of the data source and record them in the data layer."""
     source = ed.doc["data"]["source"]
     try:
-        roots = users.data_roots(user, settings)
-        result = dataprobe.probe(source, roots, target=ed.doc["data"].get("target") or "label")
+        with limits.GATE.hold("probe", user):
+            resolved = users.resolve_source(user, source, settings)
+            result = dataprobe.probe(resolved, users.data_roots(user, settings),
+                                     target=ed.doc["data"].get("target") or "label")
     except FlowTrainError as err:
         st.session_state["editor.probe"] = ("error", str(err))
         return
+    if resolved != source:
+        ed.set_field("data", ("source",), resolved)
     for key, value in result.to_spec_fields().items():
         ed.set_field("data", (key,), "auto" if key == "format" and value == "builtin" else value)
     # built-ins know their classes; a file's detected classes are recorded (the user may override them)
@@ -467,7 +486,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     """The whole editor page, in the patent's order: data, graph, training."""
     canvas.read_event(ed)
     st.title("Pipeline editor")
-    toolbar(ed)
+    toolbar(ed, settings, user)
     st.divider()
     data_layer(ed, settings, user)
     st.divider()

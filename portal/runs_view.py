@@ -7,6 +7,7 @@ registry is asked with the signed-in user, so nobody sees or cancels another use
 from __future__ import annotations
 
 import io
+import shutil
 import time
 import zipfile
 from pathlib import Path
@@ -18,6 +19,7 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.frameworks import FRAMEWORKS
+from portal import limits
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
 from schedulers.base import RunState, SchedulerError
@@ -161,15 +163,25 @@ def _open_in_editor(ed: Editor, run: Run) -> None:
     st.session_state["runs.notice"] = ("info", f"Loaded the spec of run {run.id} into the editor.")
 
 
-def _zip(root: Path, paths: list[str]) -> bytes:
+def _artifact_bytes(registry: RunRegistry, run_id: str, rel: str) -> bytes:
+    """One artifact's bytes, read when its button is clicked (Streamlit then serves them from memory)."""
+    with registry.open_artifact(run_id, rel) as fh:
+        return fh.read(limits.MAX_DOWNLOAD_BYTES + 1)
+
+
+def _zip(registry: RunRegistry, run_id: str, paths: list[str]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for rel in paths:
-            zf.write(root / rel, rel)
+            with registry.open_artifact(run_id, rel) as src, zf.open(rel, "w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
     return buf.getvalue()
 
 
 def artifacts_section(registry: RunRegistry, run: Run) -> None:
+    """Download buttons by kind. Files are opened through the registry (no symbolic links followed)
+    and read only when clicked; a file or zip over :data:`portal.limits.MAX_DOWNLOAD_BYTES` is not
+    offered in the browser (the portal would hold it in memory): its path is shown instead."""
     arts = registry.artifacts(run.id)
     if not arts:
         st.caption("No files yet.")
@@ -177,7 +189,8 @@ def artifacts_section(registry: RunRegistry, run: Run) -> None:
     by_kind: dict[str, list[Any]] = {}
     for a in arts:
         by_kind.setdefault(a.kind, []).append(a)
-    root = run.run_dir
+    limit = limits.MAX_DOWNLOAD_BYTES
+    too_big: list[str] = []
     cols = st.columns(3)
     i = 0
     for kind in ("model", "code", "log", "checkpoint", "metrics", "other"):
@@ -187,16 +200,22 @@ def artifacts_section(registry: RunRegistry, run: Run) -> None:
         with cols[i % 3]:
             st.markdown(f"**{ARTIFACT_TITLES[kind]}**")
             for a in items[:20]:
-                path = root / a.path
+                if a.size > limit:
+                    too_big.append(a.path)
+                    st.caption(f"{a.path} ({a.size:,} B): too large for the browser")
+                    continue
                 st.download_button(f"{'Download model' if kind == 'model' else '⬇'} {a.path} ({a.size:,} B)",
-                                   data=lambda p=path: p.read_bytes(), file_name=Path(a.path).name,
-                                   key=f"runs.dl.{run.id}.{a.path}", on_click="ignore")
-            if kind in ("code", "checkpoint", "log") and len(items) > 1:
-                rels = [a.path for a in items]
+                                   data=lambda rel=a.path: _artifact_bytes(registry, run.id, rel),
+                                   file_name=Path(a.path).name, key=f"runs.dl.{run.id}.{a.path}", on_click="ignore")
+            rels = [a.path for a in items]
+            if kind in ("code", "checkpoint", "log") and len(items) > 1 and sum(a.size for a in items) <= limit:
                 st.download_button(f"⬇ all {ARTIFACT_TITLES[kind].lower()} (zip)",
-                                   data=lambda r=rels: _zip(root, r), file_name=f"{run.id}-{kind}.zip",
+                                   data=lambda r=rels: _zip(registry, run.id, r), file_name=f"{run.id}-{kind}.zip",
                                    key=f"runs.zip.{run.id}.{kind}", on_click="ignore")
         i += 1
+    if too_big:
+        st.info(f"{len(too_big)} file(s) over {limit // 2**20} MB are not offered here; copy them from the run "
+                f"directory {run.run_dir}")
 
 
 def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_final: bool) -> None:

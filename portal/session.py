@@ -9,6 +9,7 @@ from settings import Settings, load_settings
 
 EDITOR_KEY = "portal.editor"
 USER_KEY = "portal.user"
+SIGNED_IN_KEY = "portal.signed_in_at"  # time.time() of a local sign-in (sessions expire)
 
 
 def settings() -> Settings:

@@ -1,17 +1,22 @@
-"""Who is asking, and which data they may read.
+"""Who is asking: the trusted proxy's identity header, or a local login.
 
-The portal reads the request headers (``st.context.headers``) and passes them here as a plain
-mapping; this module never imports Streamlit. Two modes (``[auth] mode`` in the settings):
+The portal passes the request's headers (as name/value pairs, repeated headers kept) and the
+client address from ``st.context`` to these functions; this module never imports Streamlit. The
+deployment modes (README, "Deployment"):
 
-- ``header``: the portal sits behind a reverse proxy that authenticates users and sets a trusted
-  header (``X-Remote-User`` by default, as Open OnDemand does). A request without it is refused.
-  Only use this mode when the proxy is the only way to reach the portal: anyone who can reach the
-  port directly can set the header.
-- ``local``: the standalone default. With no ``[auth.local_users]`` the portal's own OS user is
-  the only user (a workstation); with users configured, a login form checks a password hash.
+- **Per user** (``[auth] mode = "local"``, no ``[auth.local_users]``): the portal runs as the user,
+  as Open OnDemand runs apps, and the user is the portal's own OS user. No header is read.
+- **Shared service behind a reverse proxy** (``mode = "header"``): the proxy signs users in and sets
+  ``X-Remote-User`` (``[auth] header``). The portal believes the header only from the proxy: a
+  request must carry the proxy's secret (``proxy_secret_file``, sent in ``proxy_secret_header``)
+  and/or come from one of ``trusted_proxies``; a request with the identity header twice, or with a
+  comma-joined value, is refused (a proxy that appends would otherwise lose to the client).
+- **Local logins** (``mode = "local"`` with ``[auth.local_users]``): a small standalone portal.
+  PBKDF2-SHA256 with :data:`PBKDF2_ITERATIONS` for new hashes (older hashes still verify); an unknown
+  name costs the same hashing as a known one; failed sign-ins are throttled per user and per address
+  (:class:`LoginThrottle`); a sign-in lasts ``[auth] session_hours``.
 
-Data paths are confined to the roots configured for the user: a path is resolved (following
-symlinks) and must stay inside one of them, and ``..`` components are refused outright.
+Which data a user may read: :mod:`settings.access` (re-exported here for the portal's views).
 """
 
 from __future__ import annotations
@@ -19,46 +24,69 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
-import re
+import ipaddress
 import secrets
-from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from core import datasets
-from core.errors import FlowTrainError
 from settings import Settings
+from settings.access import USER_PATTERN, AccessError, check_user_name, confine, data_roots, resolve_source
 
-USER_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
-PBKDF2_ITERATIONS = 200_000
+__all__ = [
+    "PBKDF2_ITERATIONS", "AccessError", "LoginThrottle", "check_login", "check_user_name", "confine",
+    "data_roots", "default_local_user", "hash_password", "login_required", "resolve_source",
+    "session_expired", "user_from_request",
+]
 
-
-class AccessError(FlowTrainError):
-    """A request without a valid user, or a path outside the user's data roots."""
-
-    exit_code = 2
-
-
-def check_user_name(name: str) -> str:
-    """Return ``name`` if it is a safe user name (it ends up in paths and the run registry)."""
-    if not isinstance(name, str) or not USER_PATTERN.match(name):
-        raise AccessError(f"user name {name!r:.80} is not accepted; expected letters, digits and . _ @ - "
-                          "(at most 64 characters, not starting with a dot or dash)")
-    return name
+PBKDF2_ITERATIONS = 600_000  # OWASP's figure for PBKDF2-HMAC-SHA256 (2023)
+_DUMMY_SALT = secrets.token_hex(16)
 
 
-def user_from_headers(headers: Mapping[str, str], settings: Settings) -> str:
-    """The user named by the trusted header (``header`` mode). Header names are case-insensitive."""
-    wanted = settings.auth.header.lower()
-    value = None
-    for key, val in headers.items():
-        if key.lower() == wanted:
-            value = val
-            break
-    if value is None or not value.strip():
-        raise AccessError(f"this request has no {settings.auth.header} header; the portal is configured to trust "
+def _header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
+    wanted = name.lower()
+    return [value for key, value in headers if key.lower() == wanted]
+
+
+def _from_trusted_address(peer: str | None, settings: Settings) -> bool:
+    if peer is None:  # Streamlit reports loopback connections as no address
+        return False
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(net) for net in settings.auth.trusted_proxies)
+
+
+def user_from_request(headers: Iterable[tuple[str, str]], peer: str | None, settings: Settings) -> str:
+    """The user named by the trusted proxy (``header`` mode); :class:`AccessError` for anything else.
+
+    ``headers``: every (name, value) pair of the request, repeats included; names are
+    case-insensitive. ``peer``: the client address as Streamlit reports it (``None`` for loopback).
+    """
+    auth = settings.auth
+    pairs = list(headers)
+    if auth.proxy_secret is not None:
+        sent = _header_values(pairs, auth.proxy_secret_header)
+        if len(sent) != 1 or not hmac.compare_digest(sent[0].strip().encode(), auth.proxy_secret.encode()):
+            raise AccessError("this request did not come through the portal's sign-in proxy (its "
+                              f"{auth.proxy_secret_header} is missing or wrong); open the portal through the "
+                              "proxy's address")
+    if auth.trusted_proxies and not _from_trusted_address(peer, settings):
+        raise AccessError(f"this request came from {peer or 'this machine'}, which is not one of the portal's "
+                          "trusted proxies (auth.trusted_proxies); open the portal through the proxy's address")
+    values = _header_values(pairs, auth.header)
+    if not values or not values[0].strip():
+        raise AccessError(f"this request has no {auth.header} header; the portal is configured to trust "
                           "a reverse proxy for sign-in (auth.mode = \"header\"). Open it through the proxy, or "
                           "set auth.mode = \"local\" for a standalone portal")
-    return check_user_name(value.strip())
+    if len(values) > 1 or "," in values[0]:
+        raise AccessError(f"this request names more than one user ({auth.header} appears {len(values)} time(s)"
+                          f"{', with a comma-joined value' if ',' in values[0] else ''}); the proxy must replace "
+                          "the header, never append to it")
+    return check_user_name(values[0].strip())
 
 
 def default_local_user() -> str:
@@ -67,7 +95,7 @@ def default_local_user() -> str:
         name = getpass.getuser()
     except (KeyError, OSError):
         name = "researcher"
-    return name if USER_PATTERN.match(name) else "researcher"
+    return name if USER_PATTERN.fullmatch(name) else "researcher"
 
 
 def login_required(settings: Settings) -> bool:
@@ -81,65 +109,115 @@ def hash_password(password: str, salt: str | None = None, iterations: int = PBKD
     return f"pbkdf2_sha256${iterations}${salt}${digest}"
 
 
-def check_login(name: str, password: str, settings: Settings) -> str:
-    """Return the user name when the password matches its configured hash; raise AccessError otherwise."""
-    stored = settings.auth.local_users.get(name)
-    if stored is None:
-        raise AccessError("unknown user or wrong password")
+def _parse_hash(name: str, stored: str) -> tuple[int, str]:
     try:
         scheme, iterations, salt, _digest = stored.split("$")
-        if scheme != "pbkdf2_sha256":
+        if scheme != "pbkdf2_sha256" or int(iterations) < 1:
             raise ValueError(scheme)
-        expected = hash_password(password, salt, int(iterations))
+        return int(iterations), salt
     except ValueError:
         raise AccessError(f"the stored password of {name!r} is not a pbkdf2_sha256 hash; regenerate it with "
                           "portal.users.hash_password") from None
-    if not hmac.compare_digest(expected, stored):
+
+
+def _dummy_iterations(settings: Settings) -> int:
+    """The work an unknown name costs: as much as the configured hashes' (the most of them)."""
+    counts = []
+    for stored in settings.auth.local_users.values():
+        parts = stored.split("$")
+        if len(parts) == 4 and parts[1].isdigit():
+            counts.append(int(parts[1]))
+    return max(counts, default=PBKDF2_ITERATIONS)
+
+
+def check_login(name: str, password: str, settings: Settings, *, throttle: LoginThrottle | None = None,
+                address: str | None = None) -> str:
+    """Return the user name when the password matches its configured hash; AccessError otherwise.
+
+    ``throttle`` (the portal's one :class:`LoginThrottle`) refuses without hashing while the user
+    or the address is locked out, and records the outcome.
+    """
+    if throttle is not None:
+        wait = throttle.retry_after(name, address)
+        if wait > 0:
+            raise AccessError(f"too many failed sign-ins; try again in {int(wait) + 1} s")
+    stored = settings.auth.local_users.get(name)
+    if stored is None:
+        # The same hashing as for a known user, so the answer's timing does not tell who exists.
+        hmac.compare_digest(hash_password(password, _DUMMY_SALT, _dummy_iterations(settings)), "x")
+        ok = False
+    else:
+        iterations, salt = _parse_hash(name, stored)
+        ok = hmac.compare_digest(hash_password(password, salt, iterations), stored)
+    if throttle is not None:
+        (throttle.succeeded if ok else throttle.failed)(name, address)
+    if not ok:
         raise AccessError("unknown user or wrong password")
     return check_user_name(name)
 
 
-def data_roots(user: str, settings: Settings) -> list[Path]:
-    """The user's data roots, ``{user}`` substituted, resolved (symlinks followed)."""
-    check_user_name(user)
-    raw = settings.user_data_roots.get(user, settings.data_roots)
-    return [Path(r.replace("{user}", user)).resolve() for r in raw]
+def session_expired(signed_in_at: float | None, settings: Settings, now: float | None = None) -> bool:
+    """A local sign-in older than ``[auth] session_hours`` (or of unknown age) has expired."""
+    if signed_in_at is None:
+        return True
+    return (time.time() if now is None else now) - signed_in_at > settings.auth.session_hours * 3600
 
 
-def confine(user: str, path: str | Path, settings: Settings) -> Path:
-    """Resolve ``path`` (absolute, or relative to the user's first root) inside one of the user's roots.
+@dataclass
+class _Failures:
+    count: int = 0
+    first: float = 0.0
+    locked_until: float = 0.0
 
-    Refuses ``..`` components, NUL bytes, and anything whose real location (after symlinks) is
-    outside every root. Returns the resolved path (which need not exist yet).
+
+class LoginThrottle:
+    """Failed sign-ins per user name and per client address, in this process, in bounded memory.
+
+    After ``max_failures`` failures within ``window_s`` the key (the name, or the address) is locked
+    for ``lockout_s``, doubling with each further failure up to ``max_lockout_s``. At most
+    ``max_entries`` keys are kept (the least recently touched go first). Thread-safe: every
+    Streamlit session of the process shares one.
     """
-    text = str(path)
-    if "\x00" in text:
-        raise AccessError("a data path may not contain NUL bytes")
-    if not text.strip():
-        raise AccessError("the data path is empty; choose a file or folder under one of your data roots")
-    if ".." in PurePosixPath(text).parts or ".." in Path(text).parts:
-        raise AccessError(f"data path {text!r:.200} contains '..'; give a path inside your data roots without it")
-    roots = data_roots(user, settings)
-    if not roots:
-        raise AccessError(f"no data roots are configured for {user}; add [data] roots to the settings file")
-    candidate = Path(text).expanduser() if text.startswith("~") else Path(text)
-    if not candidate.is_absolute():
-        candidate = roots[0] / candidate
-    real = candidate.resolve()
-    for root in roots:
-        if real == root or real.is_relative_to(root):
-            return real
-    shown = ", ".join(str(r) for r in roots)
-    raise AccessError(f"data path {text!r:.200} resolves to {real}, outside your data roots ({shown}); "
-                      "put the data under one of them (symbolic links pointing outside are not followed)")
 
+    def __init__(self, *, max_failures: int = 5, window_s: float = 900.0, lockout_s: float = 30.0,
+                 max_lockout_s: float = 900.0, max_entries: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_failures, self.window_s = max_failures, window_s
+        self.lockout_s, self.max_lockout_s = lockout_s, max_lockout_s
+        self.max_entries, self.clock = max_entries, clock
+        self._entries: OrderedDict[str, _Failures] = OrderedDict()
+        self._lock = threading.Lock()
 
-def check_source(user: str, source: str, settings: Settings) -> str:
-    """A data-layer source the user may use: a built-in dataset, or a confined path (returned resolved)."""
-    if source.startswith("sklearn:"):
-        if not settings.builtin_datasets:
-            raise AccessError("built-in datasets are switched off on this portal (data.builtin_datasets)")
-        if datasets.builtin(source) is None:
-            raise AccessError(f"unknown built-in dataset {source!r}; choose one of {', '.join(datasets.BUILTIN)}")
-        return source
-    return str(confine(user, source, settings))
+    @staticmethod
+    def _keys(name: str, address: str | None) -> list[str]:
+        return [f"user:{name[:100]}", f"address:{address or 'local'}"]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def retry_after(self, name: str, address: str | None) -> float:
+        """Seconds until ``name`` from ``address`` may try again (0: now)."""
+        now = self.clock()
+        with self._lock:
+            entries = [self._entries.get(k) for k in self._keys(name, address)]
+        return max([e.locked_until - now for e in entries if e is not None] + [0.0])
+
+    def failed(self, name: str, address: str | None) -> None:
+        now = self.clock()
+        with self._lock:
+            for key in self._keys(name, address):
+                entry = self._entries.pop(key, None) or _Failures(first=now)
+                if now - entry.first > self.window_s and entry.locked_until <= now:
+                    entry = _Failures(first=now)
+                entry.count += 1
+                if entry.count >= self.max_failures:
+                    extra = entry.count - self.max_failures
+                    entry.locked_until = now + min(self.lockout_s * 2 ** min(extra, 30), self.max_lockout_s)
+                self._entries[key] = entry
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def succeeded(self, name: str, address: str | None) -> None:
+        """A good password clears the name's failures (the address keeps its own)."""
+        with self._lock:
+            self._entries.pop(self._keys(name, address)[0], None)

@@ -28,6 +28,7 @@ from schedulers.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.utilisation import PartitionUtilisation
 from settings import SCHEDULERS, Settings, load_settings
+from settings.access import pin_source
 
 
 class Executors(Mapping[str, Executor]):
@@ -127,7 +128,13 @@ def submit_run(
     job_name: str | None = None,
     settings: Settings | None = None,
 ) -> Run:
-    """Choose (unless ``selection`` is given), generate into a new run directory, submit, record.
+    """Pin the data source, choose (unless ``selection`` is given), generate into a new run
+    directory, submit, record.
+
+    The spec's ``data.source`` is resolved for ``user`` first (:func:`settings.access.pin_source`):
+    a source outside the user's data roots is refused (:class:`~core.errors.SpecError` at
+    ``data.source``) before anything is created, and the resolved absolute path is what the
+    registry stores and the generated program reads.
 
     ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
     run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
@@ -135,6 +142,7 @@ def submit_run(
     from core.codegen import generate
 
     settings = settings or load_settings()
+    spec = pin_source(spec, user, settings)
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     analysis = validate(spec)
@@ -145,7 +153,7 @@ def submit_run(
     run = registry.create_run(
         user=user, spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework=framework_name,
         scheduler=scheduler, name=spec.name, partition=selection.partition, environment=selection.python,
-        selection=selection.to_dict(),
+        selection=selection.to_dict(), data_source=spec.data.source,
     )
     try:
         program = generate(spec, framework_name, analysis)

@@ -20,6 +20,9 @@ the wrapper SIGKILLs it. A job that exits with **3 without being cancelled** (it
 signal from elsewhere, e.g. a shutdown, after checkpointing) is requeued like Slurm's ``--requeue``:
 back to PENDING, ``restarts`` + 1, and its rerun resumes from the checkpoint (at most
 ``max_requeues`` times; then it is FAILED).
+
+A job starts from the allow-listed environment of :mod:`schedulers.jobenv` (plus the request's own
+variables), never the portal's whole environment.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any
 import psutil
 
 from schedulers.base import JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.jobenv import job_environment
 from settings import flowtrain_home
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,7 +212,7 @@ class LocalExecutor:
     ) -> None:
         self.state_dir = Path(state_dir).resolve() if state_dir else flowtrain_home() / "local"
         self.jobs_dir = self.state_dir / "jobs"
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.python = python or sys.executable
         self.cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
         self._gpus = gpus
@@ -450,13 +454,16 @@ class LocalExecutor:
         if procs > 1 and job.framework == "torch":
             return [job.python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}", *prog]
         if procs > 1 and job.framework == "paddle":
-            return [job.python, "-m", "paddle.distributed.launch", "--nproc_per_node", str(procs), *prog]
+            # The launcher dumps every worker's environment into its log folder: keep that out of the
+            # run directory, in the executor's private state folder.
+            logs = self.state_dir / "paddle-logs" / job.job_id
+            return [job.python, "-m", "paddle.distributed.launch", "--log_dir", str(logs), "--nproc_per_node",
+                    str(procs), *prog]
         return [job.python, *prog]  # keras: one process drives all local GPUs (MirroredStrategy)
 
     def _start(self, job: LocalJob) -> None:
         run_dir = Path(job.run_dir)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-        env.update({k: v for k, v in job.env})
+        env = job_environment(extra=[(k, v) for k, v in job.env])  # the allow-list, not the portal's environment
         env["PYTHONUNBUFFERED"] = "1"
         env["FLOWTRAIN_JOB_ID"] = job.job_id
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, job.gpu_ids))

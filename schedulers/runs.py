@@ -19,10 +19,19 @@ user: ``get``/``list_runs``/``cancel`` take ``user`` and never show or touch ano
 (``user=None`` is the administrator's view).
 
 Many readers and one writer at a time (WAL); every process/thread opens its own connection.
+
+Private state: the database file is created 0600 (its ``-wal``/``-shm`` files follow its mode) and
+each run directory 0700; the home and ``runs/`` folders are created 0700. Every SQLite error
+becomes a :class:`RegistryError` naming the database file; a failed write rolls back only a
+transaction that is still open, so the real error is the one reported.
+
+Schema versions and migrations: :mod:`schedulers.registry_db`. Files of a run directory are read
+without following symbolic links (:mod:`schedulers.run_files`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -30,76 +39,49 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
+from schedulers.registry_db import (
+    FINAL_SQL,
+    MIGRATIONS,
+    PRIVATE_DIR,
+    SCHEMA,
+    SCHEMA_VERSION,
+    private_file,
+    sqlite_words,
+    statements,
+)
+from schedulers.run_files import (
+    CODE_FILES,
+    Artifact,
+    MetricsChunk,
+    classify,
+    list_artifacts,
+    open_artifact,
+    read_metrics,
+    read_result,
+    tail_file,
+)
 from settings import flowtrain_home
 
-SCHEMA_VERSION = 1
-USER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+__all__ = [
+    "CODE_FILES", "MIGRATIONS", "SCHEMA_VERSION", "Artifact", "MetricsChunk", "ReconcileReport", "RegistryError",
+    "Run", "RunNotFound", "RunRegistry", "StateChange", "classify", "read_metrics", "tail_file",
+]
+
+USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always fullmatch: "$" would let a trailing newline in
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_TAIL_LINES = 30
-CODE_FILES = {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"}
-_FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    user TEXT NOT NULL,
-    name TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    spec_hash TEXT NOT NULL,
-    framework TEXT NOT NULL,
-    scheduler TEXT NOT NULL,
-    partition TEXT,
-    environment TEXT,
-    job_id TEXT,
-    state TEXT NOT NULL,
-    exit_code INTEGER,
-    signal INTEGER,
-    reason TEXT NOT NULL DEFAULT '',
-    restarts INTEGER NOT NULL DEFAULT 0,
-    created REAL NOT NULL,
-    submitted REAL,
-    started REAL,
-    ended REAL,
-    run_dir TEXT NOT NULL,
-    selection TEXT,
-    log_tail TEXT,
-    metrics_offset INTEGER NOT NULL DEFAULT 0,
-    metrics_count INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
-CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
-CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({_FINAL_SQL});
-CREATE TABLE IF NOT EXISTS run_states (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    state TEXT NOT NULL,
-    time REAL NOT NULL,
-    detail TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS run_states_run ON run_states(run_id, id);
-CREATE TABLE IF NOT EXISTS metrics (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    event TEXT,
-    step INTEGER,
-    epoch INTEGER,
-    time REAL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-"""
-
 # Columns of a listing: everything but the (possibly large) spec.
 _LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
-    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count"
+    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
+    "data_source"
 )
 
 
@@ -108,7 +90,23 @@ class RunNotFound(FlowTrainError):
 
 
 class RegistryError(FlowTrainError):
-    pass
+    """The registry cannot be read or written; the message names the database file or run directory."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(fn: _F) -> _F:
+    """Turn any SQLite error inside a registry method into a :class:`RegistryError` naming the file."""
+
+    @functools.wraps(fn)
+    def wrapper(self: RunRegistry, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -117,17 +115,6 @@ class StateChange:
     state: str
     time: float
     detail: str = ""
-
-
-@dataclass(frozen=True)
-class Artifact:
-    kind: str  # code | log | metrics | checkpoint | model | other
-    path: str  # relative to the run directory
-    size: int
-    mtime: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -154,6 +141,7 @@ class Run:
     selection: dict[str, Any] | None = None
     log_tail: str | None = None
     metrics_count: int = 0
+    data_source: str | None = None  # the data source pinned at submission
     spec_json: str | None = None  # only filled by RunRegistry.get
 
     @property
@@ -188,73 +176,6 @@ class ReconcileReport:
     checked: int = 0
 
 
-# --------------------------------------------------------------------------- metrics.jsonl
-
-
-@dataclass(frozen=True)
-class MetricsChunk:
-    records: list[dict[str, Any]]
-    offset: int  # where the next read starts
-    reset: bool = False  # the file became shorter than the offset: it was replaced, read from 0
-    bad_lines: int = 0
-
-
-def read_metrics(path: str | Path, offset: int = 0, max_bytes: int = 64 * 1024 * 1024) -> MetricsChunk:
-    """The whole lines of ``metrics.jsonl`` after byte ``offset`` (a portal tails the file with this).
-
-    A last line without its newline is left for the next call (the writer is mid-line). A line that
-    is not JSON (a write cut short by a killed process) is counted in ``bad_lines`` and skipped.
-    """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        return MetricsChunk([], 0, reset=offset > 0)
-    reset = size < offset
-    if reset:
-        offset = 0
-    if size == offset:
-        return MetricsChunk([], offset, reset)
-    with p.open("rb") as fh:
-        fh.seek(offset)
-        data = fh.read(min(size - offset, max_bytes))
-    end = data.rfind(b"\n")
-    if end < 0:
-        return MetricsChunk([], offset, reset)
-    records: list[dict[str, Any]] = []
-    bad = 0
-    for line in data[: end + 1].splitlines():
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            bad += 1
-            continue
-        if isinstance(rec, dict):
-            records.append(rec)
-        else:
-            bad += 1
-    return MetricsChunk(records, offset + end + 1, reset, bad)
-
-
-def classify(rel: str) -> str:
-    parts = rel.split("/")
-    name = parts[-1]
-    if parts[0] == "checkpoints":
-        return "checkpoint"
-    if parts[0] == "model":
-        return "model"
-    if name in ("metrics.jsonl", "result.json"):
-        return "metrics"
-    if name == "run.log" or (name.startswith("slurm-") and name.endswith(".out")) or name.endswith(".log") \
-            or parts[0] == "log":
-        return "log"
-    if len(parts) == 1 and (name in CODE_FILES or name.endswith(".py")):
-        return "code"
-    return "other"
-
-
 # --------------------------------------------------------------------------- the registry
 
 
@@ -266,15 +187,39 @@ class RunRegistry:
         self.db_path = Path(db_path).resolve() if db_path is not None else self.home / "flowtrain.db"
         self.runs_dir = self.home / "runs"
         self._local = threading.local()
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.db_path.parent, self.runs_dir):
+            try:
+                folder.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RegistryError(f"cannot create {folder} for the run registry: {exc.strerror}") from exc
+        try:
+            private_file(self.db_path)
+        except OSError as exc:
+            raise RegistryError(f"cannot create the run registry {self.db_path}: {exc.strerror}") from exc
+        self._migrate()
+
+    @_guarded
+    def _migrate(self) -> None:
+        """Create the schema in a new file, or bring an older file up to :data:`SCHEMA_VERSION`."""
         db = self._conn()
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
-                                f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
-        # executescript runs outside a transaction; every statement is idempotent (IF NOT EXISTS).
-        db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        while True:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                return
+            if version > SCHEMA_VERSION:
+                raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
+                                    f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
+            if version != 0 and version not in MIGRATIONS:
+                raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
+                                    "schedulers/runs.py upgrades; restore it from a backup or move it away")
+            with self._tx() as tx:
+                # Another process may have migrated between the check and this (exclusive) transaction.
+                if tx.execute("PRAGMA user_version").fetchone()[0] != version:
+                    continue
+                steps = statements(SCHEMA) if version == 0 else MIGRATIONS[version]
+                for statement in steps:
+                    tx.execute(statement)
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION if version == 0 else version + 1}")
 
     # -- connections ------------------------------------------------------------------------------
 
@@ -299,6 +244,9 @@ class RunRegistry:
             self._local.conn = None
 
     class _Tx:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; on an error, ``ROLLBACK`` only if SQLite still has the
+        transaction open (a full disk may have ended it already), so the first error is the one raised."""
+
         def __init__(self, conn: sqlite3.Connection) -> None:
             self.conn = conn
 
@@ -306,8 +254,25 @@ class RunRegistry:
             self.conn.execute("BEGIN IMMEDIATE")
             return self.conn
 
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+            if exc_type is None:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as commit_error:
+                    self._rollback(commit_error)
+                    raise
+            else:
+                self._rollback(exc)
+
+        def _rollback(self, cause: BaseException | None) -> None:
+            if not self.conn.in_transaction:
+                return
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                if cause is None:
+                    raise
+                cause.add_note(f"(the rollback after it failed too: {exc})")
 
     def _tx(self) -> RunRegistry._Tx:
         return RunRegistry._Tx(self._conn())
@@ -317,6 +282,7 @@ class RunRegistry:
     def new_run_id(self) -> str:
         return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
+    @_guarded
     def create_run(
         self,
         *,
@@ -331,30 +297,43 @@ class RunRegistry:
         selection: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         run_dir: str | Path | None = None,
+        data_source: str | None = None,
     ) -> Run:
-        """Insert a run in state PENDING ("created") and make its directory; returns it."""
+        """Insert a run in state PENDING ("created"), then make its directory (0700); returns it.
+
+        The row comes first: a write that fails (a full disk) leaves no directory behind, and a
+        directory that cannot be made takes its row away again.
+        """
         _check_user(user)
         run_id = run_id or self.new_run_id()
-        if not RUN_ID_RE.match(run_id):
+        if not RUN_ID_RE.fullmatch(run_id):
             raise RegistryError(f"run id {run_id!r} is invalid; expected letters, digits, '_' and '-'")
         directory = Path(run_dir).resolve() if run_dir is not None else self.runs_dir / run_id
-        directory.mkdir(parents=True, exist_ok=True)
+        if data_source is None:
+            data_source = _source_of(spec_json)
         now = time.time()
         with self._tx() as db:
             try:
                 db.execute(
                     "INSERT INTO runs (id, user, name, spec, spec_hash, framework, scheduler, partition, environment,"
-                    " state, created, run_dir, selection) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " state, created, run_dir, selection, data_source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, user, name, spec_json, spec_hash, framework, scheduler, partition, environment,
                      RunState.PENDING.value, now, str(directory),
-                     json.dumps(selection) if selection is not None else None),
+                     json.dumps(selection) if selection is not None else None, data_source),
                 )
             except sqlite3.IntegrityError:
                 raise RegistryError(f"run id {run_id} exists already") from None
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, RunState.PENDING.value, now, f"created ({framework}, {scheduler})"))
+        try:
+            directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        except OSError as exc:
+            with self._tx() as db:
+                db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+            raise RegistryError(f"cannot create the run directory {directory}: {exc.strerror}") from exc
         return self.get(run_id)
 
+    @_guarded
     def mark_submitted(self, run_id: str, job_id: str, detail: str = "") -> None:
         now = time.time()
         with self._tx() as db:
@@ -363,6 +342,7 @@ class RunRegistry:
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, RunState.PENDING.value, now, detail or f"submitted as job {job_id}"))
 
+    @_guarded
     def mark_failed(self, run_id: str, reason: str) -> None:
         """A run that never became a job (generation or submission failed)."""
         now = time.time()
@@ -373,6 +353,7 @@ class RunRegistry:
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, RunState.FAILED.value, now, reason))
 
+    @_guarded
     def record_status(
         self,
         run_id: str,
@@ -414,6 +395,7 @@ class RunRegistry:
                        (run_id, new_state, now, detail))
         return StateChange(run_id, new_state, now, detail)
 
+    @_guarded
     def add_event(self, run_id: str, detail: str) -> None:
         """A history row that keeps the current state (e.g. "cancel requested by alice")."""
         with self._tx() as db:
@@ -430,10 +412,12 @@ class RunRegistry:
             raise RunNotFound(f"no run {run_id!r}{who}; `python -m flowtrain runs` lists the runs")
         return row
 
+    @_guarded
     def get(self, run_id: str, user: str | None = None) -> Run:
         """One run with its spec; ``user`` given: only that user's run (others are "not found")."""
         return _run(self._require(self._conn(), run_id, user), with_spec=True)
 
+    @_guarded
     def list_runs(
         self,
         user: str | None = None,
@@ -460,19 +444,22 @@ class RunRegistry:
             params.extend([int(limit), int(offset)])
         return [_run(r) for r in self._conn().execute(sql, params)]
 
+    @_guarded
     def active_runs(self, user: str | None = None) -> list[Run]:
-        sql = f"SELECT {_LIST_COLUMNS} FROM runs WHERE state NOT IN ({_FINAL_SQL})"
+        sql = f"SELECT {_LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
         params: list[Any] = []
         if user is not None:
             sql += " AND user=?"
             params.append(user)
         return [_run(r) for r in self._conn().execute(sql + " ORDER BY created", params)]
 
+    @_guarded
     def history(self, run_id: str) -> list[StateChange]:
         rows = self._conn().execute(
             "SELECT run_id, state, time, detail FROM run_states WHERE run_id=? ORDER BY id", (run_id,))
         return [StateChange(r["run_id"], r["state"], r["time"], r["detail"]) for r in rows]
 
+    @_guarded
     def count(self, user: str | None = None) -> int:
         if user is None:
             return int(self._conn().execute("SELECT count(*) FROM runs").fetchone()[0])
@@ -480,6 +467,7 @@ class RunRegistry:
 
     # -- metrics ----------------------------------------------------------------------------------
 
+    @_guarded
     def sync_metrics(self, run_id: str) -> int:
         """Read new whole lines of the run's ``metrics.jsonl`` into the registry; returns how many."""
         row = self._require(self._conn(), run_id)
@@ -503,6 +491,7 @@ class RunRegistry:
                        (chunk.offset, count + len(chunk.records), run_id))
         return len(chunk.records)
 
+    @_guarded
     def metrics(self, run_id: str, *, event: str | None = None, since_seq: int = 0) -> list[dict[str, Any]]:
         """Records stored so far (call :meth:`sync_metrics` first for the newest)."""
         sql = "SELECT record FROM metrics WHERE run_id=? AND seq>=?"
@@ -512,33 +501,35 @@ class RunRegistry:
             params.append(event)
         return [json.loads(r[0]) for r in self._conn().execute(sql + " ORDER BY seq", params)]
 
+    @_guarded
     def result(self, run_id: str) -> dict[str, Any] | None:
         """The program's ``result.json`` (final metrics), if written."""
         path = Path(self._require(self._conn(), run_id)["run_dir"]) / "result.json"
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, json.JSONDecodeError) as exc:
+            return read_result(path)
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or UTF-8
             raise RegistryError(f"{path} cannot be read as JSON: {exc}") from exc
-        return doc if isinstance(doc, dict) else None
 
     # -- files ------------------------------------------------------------------------------------
 
+    @_guarded
     def artifacts(self, run_id: str) -> list[Artifact]:
-        """Files of the run directory by kind: code, log, metrics, checkpoint, model, other."""
+        """Files of the run directory by kind: code, log, metrics, checkpoint, model, other (symbolic
+        links are neither listed nor followed: :func:`schedulers.run_files.list_artifacts`)."""
         root = Path(self._require(self._conn(), run_id)["run_dir"])
-        out = []
-        if root.is_dir():
-            for path in sorted(root.rglob("*")):
-                if not path.is_file() or path.name.endswith(".tmp") or any(
-                        p.startswith(".") or p == "__pycache__" for p in path.relative_to(root).parts):
-                    continue
-                rel = path.relative_to(root).as_posix()
-                st = path.stat()
-                out.append(Artifact(classify(rel), rel, st.st_size, st.st_mtime))
-        return out
+        return list_artifacts(root) if root.is_dir() else []
 
+    @_guarded
+    def open_artifact(self, run_id: str, rel: str) -> BinaryIO:
+        """One artifact of the run (``rel`` as :meth:`artifacts` lists it), opened for reading without
+        following links; :class:`RegistryError` for anything else."""
+        root = Path(self._require(self._conn(), run_id)["run_dir"])
+        try:
+            return open_artifact(root, rel)
+        except (ValueError, OSError) as exc:
+            raise RegistryError(f"{rel!r} of run {run_id} cannot be opened: {exc}") from exc
+
+    @_guarded
     def log_path(self, run_id: str) -> Path | None:
         """The job's combined stdout/stderr: ``run.log`` (local) or ``slurm-<job>.out`` (Slurm)."""
         row = self._require(self._conn(), run_id)
@@ -546,15 +537,17 @@ class RunRegistry:
         candidates = [root / "run.log"]
         if row["job_id"]:
             candidates.insert(0, root / f"slurm-{row['job_id']}.out")
-        candidates += sorted(root.glob("slurm-*.out"), key=lambda p: p.stat().st_mtime, reverse=True)
-        return next((c for c in candidates if c.is_file()), None)
+        candidates += sorted(root.glob("slurm-*.out"), key=lambda p: p.lstat().st_mtime, reverse=True)
+        return next((c for c in candidates if c.is_file() and not c.is_symlink()), None)
 
+    @_guarded
     def log_tail(self, run_id: str, lines: int = LOG_TAIL_LINES) -> str:
         path = self.log_path(run_id)
         return tail_file(path, lines) if path else ""
 
     # -- with the executors -----------------------------------------------------------------------
 
+    @_guarded
     def reconcile(
         self,
         executors: Mapping[str, Executor],
@@ -611,6 +604,7 @@ class RunRegistry:
             tail = self.log_tail(run.id)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
+    @_guarded
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
         run = self.get(run_id, user)
@@ -658,27 +652,22 @@ def _run(row: sqlite3.Row, with_spec: bool = False) -> Run:
         reason=row["reason"], restarts=row["restarts"], created=row["created"], submitted=row["submitted"],
         started=row["started"], ended=row["ended"], run_dir=Path(row["run_dir"]),
         selection=json.loads(row["selection"]) if row["selection"] else None, log_tail=row["log_tail"],
-        metrics_count=row["metrics_count"], spec_json=row["spec"] if with_spec and "spec" in keys else None,
+        metrics_count=row["metrics_count"], data_source=row["data_source"],
+        spec_json=row["spec"] if with_spec and "spec" in keys else None,
     )
 
 
 def _check_user(user: str) -> None:
-    if not isinstance(user, str) or not USER_RE.match(user):
+    if not isinstance(user, str) or not USER_RE.fullmatch(user):
         raise RegistryError(f"user name {user!r} is invalid; expected 1-64 letters, digits or '_.@-'")
 
 
-def tail_file(path: Path, lines: int, max_bytes: int = 1 << 20) -> str:
-    """The last ``lines`` lines of a text file (reads at most ``max_bytes`` from its end)."""
+def _source_of(spec_json: str) -> str | None:
     try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(size - max_bytes, 0))
-            data = fh.read()
-    except FileNotFoundError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
+        source = json.loads(spec_json).get("data", {}).get("source")
+    except (ValueError, AttributeError):
+        return None
+    return source if isinstance(source, str) else None
 
 
 def _s(v: Any) -> str | None:

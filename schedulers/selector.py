@@ -3,8 +3,10 @@
 Every (framework, partition) pair is a :class:`Candidate`. The policy, in order:
 
 1. **Feasible** — the framework is installed in an environment that reaches the partition, it can
-   express every op of the graph (``core.mapping.base.unsupported_problems``), and the partition
-   has enough nodes with enough GPUs/CPUs/memory *in total* (down and drained nodes excluded).
+   express every op of the graph (``core.mapping.base.unsupported_problems``), the request is within
+   the partition's limits (MaxNodes, MaxTime, MaxCPUsPerNode, MaxMemPerNode/MaxMemPerCPU; the reason
+   names the limit), and the partition has enough nodes with enough GPUs/CPUs/memory *in total*
+   (down and drained nodes excluded).
 2. **Soonest start** — the partition can start the job now (enough idle GPUs/CPUs on enough
    nodes), then fewer pending jobs, then a CUDA build when GPUs are requested.
 3. **The user's preference** — ``spec.training.framework`` unless ``auto`` (or ``preferred``).
@@ -130,11 +132,44 @@ def _per_node(res: Resources) -> tuple[int, int, int]:
     return res.gpus_per_node, res.cpus_per_task * max(procs, 1), res.mem_mb or 0
 
 
+def _hhmm(minutes: int) -> str:
+    days, rest = divmod(minutes, 1440)
+    return (f"{days}-" if days else "") + f"{rest // 60}:{rest % 60:02d}:00"
+
+
+def _limit_problem(util: PartitionUtilisation, res: Resources) -> str:
+    """The partition's own per-job limit the request exceeds, named ("" when none): Slurm would
+    refuse or hold the job forever, so it is refused here with the limit in the reason."""
+    lim = util.limits
+    _, cpus, mem = _per_node(res)
+    name = util.name
+    if lim.max_nodes is not None and res.nodes > lim.max_nodes:
+        return (f"the job asks for {res.nodes} nodes; partition {name} allows at most {lim.max_nodes} per job "
+                f"(MaxNodes={lim.max_nodes}); lower training.resources.nodes")
+    if lim.max_time_min is not None and res.time_limit_min > lim.max_time_min:
+        return (f"the job asks for {_hhmm(res.time_limit_min)}; partition {name} allows at most "
+                f"{_hhmm(lim.max_time_min)} (MaxTime); lower training.resources.time_limit_min to "
+                f"{lim.max_time_min} or less")
+    if lim.max_cpus_per_node is not None and cpus > lim.max_cpus_per_node:
+        return (f"the job asks for {cpus} CPUs per node; partition {name} allows at most {lim.max_cpus_per_node} "
+                f"(MaxCPUsPerNode); lower training.resources.cpus_per_task")
+    if mem and lim.max_mem_per_node_mb is not None and mem > lim.max_mem_per_node_mb:
+        return (f"the job asks for {mem} MB per node; partition {name} allows at most {lim.max_mem_per_node_mb} MB "
+                f"(MaxMemPerNode); lower training.resources.mem_gb")
+    if mem and lim.max_mem_per_cpu_mb is not None and mem > lim.max_mem_per_cpu_mb * cpus:
+        return (f"the job asks for {mem} MB per node for {cpus} CPU(s); partition {name} allows at most "
+                f"{lim.max_mem_per_cpu_mb} MB per CPU (MaxMemPerCPU); lower training.resources.mem_gb")
+    return ""
+
+
 def _fit_problem(util: PartitionUtilisation, res: Resources) -> str:
     """Why the partition can never run the request ("" when it can, given time)."""
     gpus, cpus, mem = _per_node(res)
     if not util.up:
         return f"partition {util.name} is down"
+    limit = _limit_problem(util, res)
+    if limit:
+        return limit
     usable = [n for n in util.nodes if n.available]
     big = [n for n in usable if n.gpus >= gpus and n.cpus >= cpus and n.memory_mb >= mem]
     if len(big) >= res.nodes:

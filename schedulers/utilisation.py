@@ -18,6 +18,8 @@ import psutil
 
 from schedulers.base import RunState
 from schedulers.slurm.commands import (
+    NO_LIMITS,
+    PartitionLimits,
     SlurmCommands,
     SlurmNode,
     SlurmPartition,
@@ -73,6 +75,7 @@ class PartitionUtilisation:
     pending_jobs: int
     running_jobs: int
     nodes: tuple[NodeUtilisation, ...]
+    limits: PartitionLimits = NO_LIMITS  # MaxNodes, MaxTime, … of ``scontrol show partition``
 
     @property
     def available_nodes(self) -> int:
@@ -117,6 +120,7 @@ def _summarise(
     default: bool,
     pending: int,
     running: int,
+    limits: PartitionLimits = NO_LIMITS,
 ) -> PartitionUtilisation:
     return PartitionUtilisation(
         name=name,
@@ -134,6 +138,7 @@ def _summarise(
         pending_jobs=pending,
         running_jobs=running,
         nodes=tuple(nodes),
+        limits=limits,
     )
 
 
@@ -172,6 +177,7 @@ def utilisation_from_outputs(
             default=meta[name].default if name in meta else False,
             pending=pending.get(name, 0),
             running=running.get(name, 0),
+            limits=meta[name].limits if name in meta else NO_LIMITS,
         )
         for name, nodes in sorted(by_part.items())
     }

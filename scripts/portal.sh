@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Starts the FlowTrain portal on a fresh machine: installs what it needs, then serves
-# http://localhost:${PORT:-8501}. Settings: FLOWTRAIN_CONFIG (see README), FLOWTRAIN_HOME (default ./var).
+# http://127.0.0.1:${PORT:-8501}. Settings: FLOWTRAIN_CONFIG (see README), FLOWTRAIN_HOME (default ./var).
+# It listens on the settings file's [portal] address (default 127.0.0.1, this machine only);
+# FLOWTRAIN_ADDRESS overrides it. Behind a reverse proxy, see README "Deployment".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m streamlit run app.py --server.port "${PORT:-8501}" --server.headless true \
+umask 077  # run directories, the registry and logs are private to the portal's account
+ADDRESS=${FLOWTRAIN_ADDRESS:-$(.venv/bin/python -c 'import settings; print(settings.load_settings().portal_address)')}
+exec .venv/bin/python -m streamlit run app.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
+  --server.headless true --server.maxUploadSize 10 \
   --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal "$@"

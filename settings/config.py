@@ -24,12 +24,23 @@ Example ``flowtrain.toml``::
     [data.users.alice]                 # roots for one user instead of the shared list
     roots = ["/project/vision"]
 
+    [portal]
+    address = "127.0.0.1"              # where scripts/portal.sh binds; FLOWTRAIN_ADDRESS overrides it
+
     [auth]
-    mode = "header"                    # "header": trust a reverse proxy (Open OnDemand); "local"
-    header = "X-Remote-User"
+    mode = "header"                    # "header": behind a reverse proxy that signs users in; "local"
+    header = "X-Remote-User"           # the identity header the proxy sets (exactly once per request)
+    proxy_secret_file = "proxy.secret" # the proxy also sends this secret (mode 0600 file) ...
+    proxy_secret_header = "X-FlowTrain-Proxy-Secret"
+    trusted_proxies = ["10.0.0.5"]     # ... and/or connects from one of these addresses (not loopback)
+    admins = ["hpcadmin"]              # may use --user / --all-users on the command line
+    session_hours = 8                  # mode = "local" with logins: a sign-in lasts this long
 
     [auth.local_users]                 # mode = "local": name = hash from portal.users.hash_password
-    alice = "pbkdf2_sha256$200000$...$..."
+    alice = "pbkdf2_sha256$600000$...$..."
+
+Header mode needs a trusted proxy (a secret, trusted addresses, or both): without one, anyone who
+reaches the port could name any user. Deployment: README, section "Deployment".
 
 Relative paths are resolved against the folder of the config file (or the working directory when
 there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
@@ -40,6 +51,7 @@ This package knows nothing of the portal, the executors or the command line; the
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -57,6 +69,10 @@ ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
 DEFAULT_HOME = "var"
 DEFAULT_DATA_ROOT = "data"
 DEFAULT_HEADER = "X-Remote-User"
+DEFAULT_SECRET_HEADER = "X-FlowTrain-Proxy-Secret"
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_SESSION_HOURS = 8.0
+MIN_SECRET_LENGTH = 16
 
 Scheduler = Literal["local", "slurm"]
 AuthMode = Literal["header", "local"]
@@ -74,6 +90,14 @@ class AuthSettings:
     header: str = DEFAULT_HEADER
     # name -> password hash (portal.users.hash_password). Empty: the portal's OS user, no login form.
     local_users: Mapping[str, str] = field(default_factory=dict)
+    # Header mode: the proxy proves itself with this secret (read from proxy_secret_file) in
+    # proxy_secret_header, and/or by connecting from one of trusted_proxies (addresses or networks).
+    proxy_secret: str | None = field(default=None, repr=False)
+    proxy_secret_header: str = DEFAULT_SECRET_HEADER
+    trusted_proxies: tuple[str, ...] = ()
+    # OS users who may act for others on the command line (--user, --all-users).
+    admins: tuple[str, ...] = ()
+    session_hours: float = DEFAULT_SESSION_HOURS
 
 
 @dataclass(frozen=True)
@@ -88,15 +112,18 @@ class Settings:
     environments_source: str = "(built-in default)"
     auth: AuthSettings = field(default_factory=AuthSettings)
     config_path: Path | None = None
+    portal_address: str = DEFAULT_ADDRESS
 
     @property
     def runs_dir(self) -> Path:
         return self.home / "runs"
 
 
-_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth"}
+_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "portal"}
 _DATA_KEYS = {"roots", "builtin_datasets", "users"}
-_AUTH_KEYS = {"mode", "header", "local_users"}
+_AUTH_KEYS = {"mode", "header", "local_users", "proxy_secret_file", "proxy_secret_header", "trusted_proxies",
+              "admins", "session_hours"}
+_PORTAL_KEYS = {"address"}
 
 
 def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
@@ -144,8 +171,9 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         environments_file=environments_file,
         environments=envs.environments,
         environments_source=envs.source,
-        auth=_auth(doc, where),
+        auth=_auth(doc, where, base),
         config_path=config_path,
+        portal_address=_portal_address(doc, where),
     )
 
 
@@ -187,22 +215,90 @@ def _resolve_scheduler(env: Mapping[str, str], file_scheduler: str, envs: Enviro
     return file_scheduler or envs.scheduler or "local"
 
 
-def _auth(doc: Mapping[str, Any], where: str) -> AuthSettings:
+def _auth(doc: Mapping[str, Any], where: str, base: Path) -> AuthSettings:
     auth_doc = _table(doc, "auth", where)
     _check_keys(auth_doc, _AUTH_KEYS, "auth.", where)
     mode = _get(auth_doc, "mode", str, "local", where, "auth.")
     if mode not in ("header", "local"):
         raise ConfigError(f"{where}: auth.mode = {mode!r} is not known; expected \"header\" (behind a reverse "
                           "proxy that sets the user header) or \"local\"")
-    header = _get(auth_doc, "header", str, DEFAULT_HEADER, where, "auth.")
-    if not header or any(c in header for c in " :\r\n"):
-        raise ConfigError(f"{where}: auth.header = {header!r} is not an HTTP header name")
+    header = _header_name(auth_doc, "header", DEFAULT_HEADER, where)
+    secret_header = _header_name(auth_doc, "proxy_secret_header", DEFAULT_SECRET_HEADER, where)
     local_users = _table(auth_doc, "local_users", where, "auth.")
     for name, value in local_users.items():
         if not isinstance(value, str):
             raise ConfigError(f"{where}: auth.local_users.{name} must be a password hash string "
                               "(from portal.users.hash_password)")
-    return AuthSettings(mode=mode, header=header, local_users=dict(local_users))  # type: ignore[arg-type]
+    secret_file = _get(auth_doc, "proxy_secret_file", str, "", where, "auth.")
+    secret = _read_secret(_abs(secret_file, base), where) if secret_file else None
+    proxies = tuple(_proxy_network(p, where) for p in _str_list(auth_doc, "trusted_proxies", [], "auth.", where))
+    if mode == "header" and secret is None and not proxies:
+        raise ConfigError(f"{where}: auth.mode = \"header\" needs a trusted proxy: set auth.proxy_secret_file (a "
+                          "secret the proxy sends in auth.proxy_secret_header) and/or auth.trusted_proxies (the "
+                          "proxy's addresses). Without one, anyone who reaches the port could sign in as anyone")
+    loopback = [p for p in proxies if ipaddress.ip_network(p).overlaps(_LOOPBACK_V4)
+                or ipaddress.ip_network(p).overlaps(_LOOPBACK_V6)]
+    if loopback and secret is None:
+        raise ConfigError(f"{where}: auth.trusted_proxies lists the loopback address {loopback[0]}: every local "
+                          "user can connect from it (and the server takes the client address from "
+                          "X-Forwarded-For on loopback connections). A proxy on this host must prove itself with "
+                          "auth.proxy_secret_file")
+    admins = tuple(_str_list(auth_doc, "admins", [], "auth.", where))
+    hours = _get(auth_doc, "session_hours", (int, float), DEFAULT_SESSION_HOURS, where, "auth.")
+    if not 0 < hours <= 24 * 30:
+        raise ConfigError(f"{where}: auth.session_hours = {hours!r} must be more than 0 and at most 720")
+    return AuthSettings(mode=mode, header=header, local_users=dict(local_users),  # type: ignore[arg-type]
+                        proxy_secret=secret, proxy_secret_header=secret_header, trusted_proxies=proxies,
+                        admins=admins, session_hours=float(hours))
+
+
+_LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+_LOOPBACK_V6 = ipaddress.ip_network("::1/128")
+
+
+def _header_name(doc: Mapping[str, Any], key: str, default: str, where: str) -> str:
+    value = _get(doc, key, str, default, where, "auth.")
+    if not value or not all(c.isalnum() or c in "-_" for c in value):
+        raise ConfigError(f"{where}: auth.{key} = {value!r} is not an HTTP header name")
+    return value
+
+
+def _proxy_network(text: str, where: str) -> str:
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise ConfigError(f"{where}: auth.trusted_proxies has {text!r}, which is not an IP address or network "
+                          "(e.g. \"10.0.0.5\" or \"10.0.0.0/24\")") from None
+
+
+def _read_secret(path: Path, where: str) -> str:
+    """The proxy secret: the file's first line. The file must be readable by its owner only."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{where}: auth.proxy_secret_file {path} cannot be read ({exc.strerror})") from None
+    if mode & 0o077:
+        raise ConfigError(f"{where}: auth.proxy_secret_file {path} is readable by others (mode "
+                          f"{mode & 0o777:o}); chmod 600 it")
+    secret = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"{where}: auth.proxy_secret_file {path} holds a secret shorter than "
+                          f"{MIN_SECRET_LENGTH} characters; write a long random one (openssl rand -hex 32)")
+    return secret
+
+
+def _portal_address(doc: Mapping[str, Any], where: str) -> str:
+    portal = _table(doc, "portal", where)
+    _check_keys(portal, _PORTAL_KEYS, "portal.", where)
+    address = _get(portal, "address", str, DEFAULT_ADDRESS, where, "portal.")
+    if not address.startswith("unix://"):
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(f"{where}: portal.address = {address!r} is not an IP address (e.g. \"127.0.0.1\") "
+                              "or unix://PATH") from None
+    return address
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -225,12 +321,14 @@ def _check_keys(doc: Mapping[str, Any], known: set[str], prefix: str, where: str
                           f"expected some of {', '.join(prefix + k for k in sorted(known))}")
 
 
-def _get(doc: Mapping[str, Any], key: str, kind: type, default: Any, where: str, prefix: str = "") -> Any:
+def _get(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any, where: str,
+         prefix: str = "") -> Any:
     if key not in doc:
         return default
     value = doc[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {prefix}{key} = {value!r} must be a {kind.__name__}")
+        name = kind.__name__ if isinstance(kind, type) else "number"
+        raise ConfigError(f"{where}: {prefix}{key} = {value!r} must be a {name}")
     return value
 
 
@@ -244,7 +342,7 @@ def _table(doc: Mapping[str, Any], key: str, where: str, prefix: str = "") -> di
 def _str_list(doc: Mapping[str, Any], key: str, default: list[str], prefix: str, where: str) -> list[str]:
     value = doc.get(key, default)
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where}: {prefix}{key} must be a list of non-empty path strings")
+        raise ConfigError(f"{where}: {prefix}{key} must be a list of non-empty strings")
     return value
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from schedulers.base import JobStatus, RunState, SchedulerError
+from schedulers.jobenv import job_environment
 
 DEFAULT_TIMEOUT_S = 10.0  # squeue/sinfo give up on a dead controller after ~9 s; scontrol after ~18 s
 START_HINT = "start it with scripts/devcluster.sh start (dev cluster) or ask the cluster's admins"
@@ -350,6 +351,17 @@ def nodes_from_sinfo_json(doc: Mapping[str, Any]) -> list[SlurmNode]:
 
 
 @dataclass(frozen=True)
+class PartitionLimits:
+    """A partition's per-job limits from ``scontrol show partition`` (``None``: UNLIMITED / not set)."""
+
+    max_nodes: int | None = None  # MaxNodes
+    max_time_min: int | None = None  # MaxTime
+    max_cpus_per_node: int | None = None  # MaxCPUsPerNode
+    max_mem_per_node_mb: int | None = None  # MaxMemPerNode
+    max_mem_per_cpu_mb: int | None = None  # MaxMemPerCPU
+
+
+@dataclass(frozen=True)
 class SlurmPartition:
     """One partition from ``scontrol -o show partition``."""
 
@@ -358,6 +370,48 @@ class SlurmPartition:
     default: bool
     nodes: str
     state: str
+    limits: PartitionLimits = PartitionLimits()
+
+
+NO_LIMITS = PartitionLimits()
+
+
+def parse_slurm_minutes(text: str) -> int | None:
+    """Slurm's time limit (``MaxTime``): ``UNLIMITED``/``INFINITE`` → ``None``; ``MM``, ``MM:SS``,
+    ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` → whole minutes (seconds rounded up)."""
+    text = _null(text).strip()
+    if text in ("", "UNLIMITED", "INFINITE", "NONE"):
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not m:
+        raise ValueError(f"not a Slurm time limit: {text!r}")
+    days, first, second, third = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        h, mins, secs = int(first), int(second or 0), int(third or 0)
+    elif third is not None:  # HH:MM:SS
+        h, mins, secs = int(first), int(second), int(third)
+    else:  # MM or MM:SS
+        h, mins, secs = 0, int(first), int(second or 0)
+    return int(days or 0) * 1440 + h * 60 + mins + (1 if secs else 0)
+
+
+def _limit(value: str | None) -> int | None:
+    """``MaxNodes``/``MaxCPUsPerNode``/``MaxMem*`` values: ``UNLIMITED``, ``0`` (not set) → ``None``."""
+    text = _null(value).strip()
+    if not text or text in ("UNLIMITED", "INFINITE"):
+        return None
+    digits = re.match(r"\d+", text)
+    return (int(digits.group(0)) or None) if digits else None
+
+
+def partition_limits(fields: Mapping[str, str]) -> PartitionLimits:
+    return PartitionLimits(
+        max_nodes=_limit(fields.get("MaxNodes")),
+        max_time_min=parse_slurm_minutes(fields.get("MaxTime", "UNLIMITED")),
+        max_cpus_per_node=_limit(fields.get("MaxCPUsPerNode")),
+        max_mem_per_node_mb=_limit(fields.get("MaxMemPerNode")),
+        max_mem_per_cpu_mb=_limit(fields.get("MaxMemPerCPU")),
+    )
 
 
 def partitions_from_scontrol(text: str) -> list[SlurmPartition]:
@@ -375,6 +429,7 @@ def partitions_from_scontrol(text: str) -> list[SlurmPartition]:
                 default=f.get("Default", "NO") == "YES",
                 nodes=_null(f.get("Nodes")),
                 state=f.get("State", ""),
+                limits=partition_limits(f),
             )
         )
     return out
@@ -430,13 +485,11 @@ class SlurmCommands:
     def _env(self, clean_job_env: bool) -> dict[str, str]:
         env = dict(os.environ)
         if clean_job_env:
-            # Inside an allocation, SLURM_*/SBATCH_* from the portal's own job would leak into the
-            # job being submitted (its size, its name, its output file).
-            env = {
-                k: v
-                for k, v in env.items()
-                if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")) or k == "SLURM_CONF"
-            }
+            # The job's environment is the allow-list (schedulers/jobenv.py), nothing else of the
+            # portal's: no secrets, and no SLURM_*/SBATCH_* of the portal's own allocation.
+            env = job_environment(env)
+            if os.environ.get("SLURM_CONF"):
+                env["SLURM_CONF"] = os.environ["SLURM_CONF"]
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
         env["SLURM_TIME_FORMAT"] = "standard"
@@ -572,8 +625,10 @@ class SlurmCommands:
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script; return the job id."""
+        # sbatch runs in the allow-listed environment (clean_job_env) and exports exactly that: the job
+        # gets SLURM_* and the allow-list (schedulers/jobenv.py explains why not --export=NONE).
         proc = self.run(
-            ["sbatch", "--parsable", str(script)],
+            ["sbatch", "--parsable", "--export=ALL", str(script)],
             cwd=cwd,
             clean_job_env=True,
             hint="check the #SBATCH lines in " + str(script) + " against `sinfo` (partition, GPUs, memory)",

@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from schedulers.base import SchedulerError
+from schedulers.jobenv import job_environment
 from schedulers.slurm.commands import (
     DEFAULT_TIMEOUT_S,
     START_HINT,
@@ -220,12 +221,10 @@ class PyslurmTransport:
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script (its ``#SBATCH`` lines apply); return the job id."""
-        # Like the commands transport: the portal's own SLURM_*/SBATCH_* must not leak into the job.
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")) or k == "SLURM_CONF"
-        }
+        # Like the commands transport: the job's environment is the allow-list (schedulers/jobenv.py).
+        env = job_environment()
+        if os.environ.get("SLURM_CONF"):
+            env["SLURM_CONF"] = os.environ["SLURM_CONF"]
 
         def submit() -> int:
             desc = self._mod.JobSubmitDescription(

@@ -11,6 +11,13 @@ Every launch line starts with ``exec``, so the batch shell *is* the program (sin
 only job steps, and a single-process job (no srun step) would never see it. Caveat: under
 ``torch.distributed.run`` the signal reaches the torchrun agent, which does not forward SIGUSR1 to its
 workers; those still get SIGTERM at the limit/cancel, and resume relies on the last checkpoint.
+
+Environment: the job starts from the allow-list of :mod:`schedulers.jobenv` (the transport submits
+from that environment), and every ``srun`` here says ``--export=ALL`` so a job step gets the batch
+shell's clean environment (with ``MASTER_ADDR``/``MASTER_PORT``) whatever the site's defaults.
+``paddle.distributed.launch`` writes the whole environment of each worker into its log folder
+(``backup_env.N.json``, ``envlog.N``); its ``--log_dir`` is a fresh private folder (``mktemp -d``,
+0700) under the node's ``$TMPDIR``, never the run directory the user downloads from.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ _SAFE_SBATCH = re.compile(r"[A-Za-z0-9_./:@+=,\-]+")
 _BAD_PATH_CHARS = re.compile(r'["\\%#\x00-\x1f\x7f]')
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTITION = re.compile(r"[A-Za-z0-9_.\-]+")
+# paddle.distributed.launch's log folder (it dumps the environment there): private, outside the run dir.
+PADDLE_LOG_DIR = '"$(mktemp -d "${TMPDIR:-/tmp}/flowtrain-paddle-XXXXXX")"'
 
 
 def log_file_name(job_id: str) -> str:
@@ -83,7 +92,8 @@ class _Launch:
 
 # A task that dies ends the whole step at once (srun kills the others), so a crashed rank fails the
 # job within seconds instead of leaving the other ranks waiting for it until the time limit.
-SRUN = "exec srun --kill-on-bad-exit=1"
+# --export=ALL: job steps keep the batch shell's (allow-listed) environment; see schedulers/jobenv.py.
+SRUN = "exec srun --export=ALL --kill-on-bad-exit=1"
 
 
 def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
@@ -106,12 +116,13 @@ def _launch(request: JobRequest, python: str, procs_per_node: int) -> _Launch:
         return _Launch(f"srun, one torchrun per node x {procs_per_node} processes", line, True)
     if request.framework == "paddle":
         if r.nodes == 1:
-            line = f"exec {py} -m paddle.distributed.launch --nproc_per_node {procs_per_node} {prog}"
+            line = (f"exec {py} -m paddle.distributed.launch --log_dir {PADDLE_LOG_DIR} "
+                    f"--nproc_per_node {procs_per_node} {prog}")
             return _Launch(f"paddle.distributed.launch, {procs_per_node} processes", line, False)
         # $SLURM_NODEID differs per task, so it is expanded inside the task, by bash -c; python and
         # the program reach that inner shell as positional parameters, never as code.
         inner = (
-            'exec "$0" -m paddle.distributed.launch --master "$MASTER_ADDR:$MASTER_PORT" '
+            f'exec "$0" -m paddle.distributed.launch --log_dir {PADDLE_LOG_DIR} --master "$MASTER_ADDR:$MASTER_PORT" '
             f'--nnodes "$SLURM_NNODES" --rank "$SLURM_NODEID" --nproc_per_node {procs_per_node} "$@"'
         )
         line = f"{per_node} bash -c {shlex.quote(inner)} {py} {prog}"

@@ -26,6 +26,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 USER_HEADER = "X-Remote-User"
+SECRET_HEADER = "X-FlowTrain-Proxy-Secret"  # what the sign-in proxy adds (settings: auth.proxy_secret_file)
+PROXY_SECRET = "browser-test-proxy-secret-0123456789"
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,11 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Portal]:
     home, data = root / "home", root / "data"
     data.mkdir()
     config = root / "flowtrain.toml"
+    secret = root / "proxy.secret"
+    secret.write_text(PROXY_SECRET + "\n", encoding="utf-8")
+    secret.chmod(0o600)
     config.write_text(f'home = "{home}"\n[data]\nroots = ["{data}"]\n[auth]\nmode = "header"\n'
-                      f'header = "{USER_HEADER}"\n', encoding="utf-8")
+                      f'header = "{USER_HEADER}"\nproxy_secret_file = "{secret}"\n', encoding="utf-8")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for old in ARTIFACTS.glob("*.png"):  # screenshots of an earlier session must not pass for this one's
         old.unlink()

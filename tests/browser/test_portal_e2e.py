@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, USER_HEADER
+from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, PROXY_SECRET, SECRET_HEADER, USER_HEADER
 from tests.browser.ui import (
     RUN_COUNTER,
     act,
@@ -35,8 +35,11 @@ SHAPES = {"conv2d1": "→ 32×6×6", "relu1": "→ 32×6×6", "maxpool2d1": "→
 RUN_TIMEOUT_MS = 420_000
 
 
-def _page(browser, user: str | None):
-    headers = {USER_HEADER: user} if user else {}
+def _page(browser, user: str | None, *, via_proxy: bool = True):
+    """A browser context whose requests carry what the sign-in proxy adds (``via_proxy``) and the user."""
+    headers = {SECRET_HEADER: PROXY_SECRET} if via_proxy else {}
+    if user:
+        headers[USER_HEADER] = user
     context = browser.new_context(viewport=VIEWPORT, extra_http_headers=headers, accept_downloads=True)
     context.add_init_script(RUN_COUNTER)
     page = context.new_page()
@@ -127,4 +130,12 @@ def test_a_request_without_the_trusted_header_is_refused(portal, browser):
     wait_text(page, re.compile(r"this request has no X-Remote-User header"))
     assert page.locator('iframe[title="streamlit_flow.streamlit_flow"]').count() == 0
     shot(page, ARTIFACTS, "08-no-user-header")
+    context.close()
+
+
+def test_a_forged_user_header_without_the_proxy_is_refused(portal, browser):
+    context, page = _page(browser, "alice", via_proxy=False)
+    page.goto(portal.url)
+    wait_text(page, re.compile(r"did not come through the portal's sign-in proxy"))
+    assert page.locator('iframe[title="streamlit_flow.streamlit_flow"]').count() == 0
     context.close()

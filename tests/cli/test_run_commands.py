@@ -20,11 +20,13 @@ import pytest
 
 from schedulers.base import RunState
 from schedulers.runs import RunRegistry
+from settings.access import os_user
 from tests.helpers import wait_until
 from tests.slurm_fixture import DevCluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "digits_cnn.json"
+ME = os_user()  # the command line's user is the OS user running it
 
 
 @pytest.fixture
@@ -33,12 +35,16 @@ def home(tmp_path: Path) -> Path:
 
 
 def cli_env(home: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The command line's environment: its own home, this venv as the environment, and a settings
+    file whose data root is ``tmp_path`` (where the tests put their data files)."""
+    config = tmp_path / "flowtrain.toml"
+    config.write_text(f'[data]\nroots = ["{tmp_path}"]\n', encoding="utf-8")
     envs = tmp_path / "environments.json"
     envs.write_text(json.dumps({"environments": [
         {"name": "venv", "python": sys.executable,
          "frameworks": {"torch": {"version": "2"}, "keras": {"version": "3"}, "paddle": {"version": "3"}}}]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOWTRAIN_", "SLURM_"))}
-    env.update(FLOWTRAIN_HOME=str(home), FLOWTRAIN_ENVIRONMENTS=str(envs), FLOWTRAIN_USER="tester", **extra)
+    env.update(FLOWTRAIN_HOME=str(home), FLOWTRAIN_ENVIRONMENTS=str(envs), FLOWTRAIN_CONFIG=str(config), **extra)
     return env
 
 
@@ -62,7 +68,7 @@ def small_spec(tmp_path: Path, **data: Any) -> Path:
 
 def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None:
     reg = RunRegistry(home=home)
-    [run] = reg.list_runs("tester")
+    [run] = reg.list_runs(ME)
     assert (run.state, run.exit_code, run.scheduler, run.framework) == (RunState.COMPLETED, 0, scheduler, "torch")
     assert run.created <= run.started <= run.ended <= time.time()  # what `status` shows as started/ended/time
     assert run.duration == run.ended - run.started
@@ -76,7 +82,8 @@ def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None
 
     listed = json.loads(flowtrain(env, "runs", "--json").stdout)
     assert [r["id"] for r in listed] == [run.id] and listed[0]["state"] == "COMPLETED"
-    assert flowtrain(env, "runs", "--user", "someone-else", "--json").stdout.strip() == "[]"
+    other = flowtrain(env, "runs", "--user", "someone-else", "--json")
+    assert other.returncode == 2 and "only the administrators" in other.stderr
     status = flowtrain(env, "status", run.id, "--json")
     assert status.returncode == 0, status.stderr
     doc = json.loads(status.stdout)
@@ -86,8 +93,6 @@ def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None
     assert "COMPLETED (exit code 0)" in text and "model/model.pt" in text
     logs = flowtrain(env, "logs", run.id, "--tail", "2")
     assert logs.returncode == 0 and "done: 6 steps" in logs.stdout and len(logs.stdout.splitlines()) == 2
-    other = flowtrain({**env, "FLOWTRAIN_USER": "mallory"}, "status", run.id)
-    assert other.returncode == 2 and "no run" in other.stderr and "for user mallory" in other.stderr
 
 
 @pytest.mark.frameworks
@@ -111,7 +116,7 @@ def test_run_slurm_wait_completes(home: Path, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "torch on slurm partition" in out.stdout and "COMPLETED (exit code 0)" in out.stdout
     check_completed_run(home, env, "slurm")
-    run = RunRegistry(home=home).list_runs("tester")[0]
+    run = RunRegistry(home=home).list_runs(ME)[0]
     assert (run.run_dir / "job.sbatch").is_file() and (run.run_dir / f"slurm-{run.job_id}.out").is_file()
     assert run.partition in ("cpu", "gpu")
 
@@ -125,7 +130,7 @@ def test_failed_run_shows_exit_code_and_log(home: Path, tmp_path: Path) -> None:
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAILED (exit code 2)" in out.stdout and "last lines of the log" in out.stdout
     assert "missing.npz" in out.stdout
-    [run] = RunRegistry(home=home).list_runs("tester")
+    [run] = RunRegistry(home=home).list_runs(ME)
     assert (run.state, run.exit_code) == (RunState.FAILED, 2) and "missing.npz" in (run.log_tail or "")
 
 
@@ -149,7 +154,7 @@ def test_cancel_running_run(home: Path, tmp_path: Path) -> None:
     run = reg.get(run_id)
     assert run.exit_code == 3  # the program wrote a checkpoint on SIGTERM and said so
     assert any(a.kind == "checkpoint" for a in reg.artifacts(run_id))
-    assert any("cancel requested by tester" in h.detail for h in reg.history(run_id))
+    assert any(f"cancel requested by {ME}" in h.detail for h in reg.history(run_id))
 
 
 def test_slurm_unreachable_is_an_error_not_a_local_fallback(home: Path, tmp_path: Path) -> None:
@@ -172,7 +177,7 @@ def test_bad_arguments_are_clear(home: Path, tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no such file" in missing.stderr
     unknown = flowtrain(env, "status", "20990101-000000-abcdef")
     assert unknown.returncode == 2 and "no run" in unknown.stderr
-    assert flowtrain(env, "runs").stdout.strip() == "no runs for user tester"
+    assert flowtrain(env, "runs").stdout.strip() == f"no runs for user {ME}"
 
 
 @pytest.mark.slurm
@@ -196,7 +201,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path, mo
     spec_path.write_text(json.dumps(doc))
     reg = RunRegistry(home=home)
     executors = Executors(home)
-    run = submit_run(load_spec(spec_path), registry=reg, user="tester", scheduler="slurm", executors=executors,
+    run = submit_run(load_spec(spec_path), registry=reg, user=ME, scheduler="slurm", executors=executors,
                      args=("--max-steps", "40"), job_name=f"{TEST_JOB_PREFIX}-requeue")
     cmds = slurm_cluster.commands
     job_id = str(run.job_id)

@@ -151,3 +151,25 @@ def test_registered_upgrades_run_in_order_and_duplicates_are_refused() -> None:
 def test_defaults_fill_an_almost_empty_spec() -> None:
     spec = PipelineSpec.model_validate({})
     assert spec.training.framework == "auto" and spec.data.source == "sklearn:digits"
+
+
+def test_non_finite_numbers_are_problems_naming_their_fields() -> None:
+    """JSON's Infinity/NaN (which Python's json accepts) never reach validation or code generation."""
+    text = zoo.template("mnist_cnn").to_json()
+    doc = json.loads(text)
+    doc["training"]["gradient_clip_norm"] = 1.0
+    doc["model"]["nodes"][1]["params"]["negative_slope"] = 0.5
+    text = json.dumps(doc).replace('"gradient_clip_norm": 1.0', '"gradient_clip_norm": Infinity')
+    text = text.replace('"negative_slope": 0.5', '"negative_slope": NaN')
+    with pytest.raises(SpecError) as err:
+        spec_from_json(text)
+    node = doc["model"]["nodes"][1]["id"]
+    found = {(p.location, p.received, p.node) for p in err.value.problems}
+    assert found == {("training.gradient_clip_norm", "Infinity", None),
+                     (f"model.nodes[{node}].params.negative_slope", "NaN", node)}
+    doc["training"]["optimizer"]["lr"] = float("-inf")  # a dict built in Python, e.g. by the editor
+    with pytest.raises(SpecError, match=r"training.optimizer.lr: is not a finite number; received -inf"):
+        spec_from_dict(doc)
+    with pytest.raises(Exception, match="finite"):
+        PipelineSpec.model_validate({**json.loads(zoo.template("mnist_cnn").to_json()),
+                                     "training": {"gradient_clip_norm": float("nan")}})

@@ -1,14 +1,31 @@
-"""Users (portal/users.py): trusted header, local login, data-path confinement. The settings file
-itself: tests/settings/test_config.py."""
+"""Users (portal/users.py): the trusted proxy's header, local logins (hash work, throttling, session
+expiry) and data-path confinement (settings/access.py). The settings file itself:
+tests/settings/test_config.py."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from portal.users import AccessError, check_login, check_source, confine, data_roots, hash_password, user_from_headers
+from portal import users
+from portal.users import (
+    PBKDF2_ITERATIONS,
+    AccessError,
+    LoginThrottle,
+    check_login,
+    check_user_name,
+    confine,
+    data_roots,
+    hash_password,
+    resolve_source,
+    session_expired,
+    user_from_request,
+)
 from settings import load_settings
+
+SECRET = "0123456789abcdef0123456789abcdef"
 
 
 def _settings(tmp_path: Path, extra: str = ""):
@@ -17,23 +34,130 @@ def _settings(tmp_path: Path, extra: str = ""):
     return load_settings(cfg)
 
 
-def test_trusted_header_user(tmp_path: Path):
-    s = _settings(tmp_path, '[auth]\nmode = "header"\n')
-    assert user_from_headers({"x-remote-user": "alice"}, s) == "alice"
-    assert user_from_headers({"X-Remote-User": " bob@lab "}, s) == "bob@lab"
-    for bad in ({}, {"X-Remote-User": ""}, {"X-Remote-User": "../root"}, {"X-Remote-User": "a b"},
-                {"X-Remote-User": "-x"}):
+def _header_settings(tmp_path: Path, proxies: str = "", secret: bool = True):
+    lines = ['[auth]', 'mode = "header"']
+    if secret:
+        path = tmp_path / "proxy.secret"
+        path.write_text(SECRET + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        lines.append(f'proxy_secret_file = "{path}"')
+    if proxies:
+        lines.append(f"trusted_proxies = {proxies}")
+    return _settings(tmp_path, "\n".join(lines) + "\n")
+
+
+def test_trusted_header_user_from_the_proxy(tmp_path: Path):
+    s = _header_settings(tmp_path)
+    proxy = [("X-FlowTrain-Proxy-Secret", SECRET)]
+    assert user_from_request([*proxy, ("x-remote-user", "alice")], None, s) == "alice"
+    assert user_from_request([*proxy, ("X-Remote-User", " bob@lab ")], "10.1.2.3", s) == "bob@lab"
+    for bad in ([], [("X-Remote-User", "")], [("X-Remote-User", "../root")], [("X-Remote-User", "a b")],
+                [("X-Remote-User", "-x")]):
         with pytest.raises(AccessError):
-            user_from_headers(bad, s)
+            user_from_request([*proxy, *bad], None, s)
+
+
+def test_user_names_match_whole():
+    """``$`` with ``match`` lets a trailing newline through; names are checked with fullmatch."""
+    assert check_user_name("alice") == "alice"
+    for bad in ("alice\n", "alice\nbob", "a" * 65, ".hidden"):
+        with pytest.raises(AccessError, match="not accepted"):
+            check_user_name(bad)
+
+
+def test_forged_header_without_the_proxy_secret_is_refused(tmp_path: Path):
+    """Anyone who reaches the port directly can send X-Remote-User; only the proxy knows the secret."""
+    s = _header_settings(tmp_path)
+    for secret_headers in ([], [("X-FlowTrain-Proxy-Secret", "guess")],
+                           [("X-FlowTrain-Proxy-Secret", SECRET), ("X-FlowTrain-Proxy-Secret", SECRET)]):
+        with pytest.raises(AccessError, match="did not come through the portal's sign-in proxy"):
+            user_from_request([*secret_headers, ("X-Remote-User", "alice")], None, s)
+
+
+def test_forged_header_from_an_untrusted_address_is_refused(tmp_path: Path):
+    s = _header_settings(tmp_path, proxies='["10.0.0.5", "192.168.7.0/24"]', secret=False)
+    assert user_from_request([("X-Remote-User", "alice")], "10.0.0.5", s) == "alice"
+    assert user_from_request([("X-Remote-User", "alice")], "192.168.7.44", s) == "alice"
+    for peer in ("10.0.0.6", None, "not-an-address"):
+        with pytest.raises(AccessError, match="not one of the portal's trusted proxies"):
+            user_from_request([("X-Remote-User", "alice")], peer, s)
+
+
+def test_two_identity_headers_are_refused(tmp_path: Path):
+    """A proxy that appends its header must not lose to the one the client sent."""
+    s = _header_settings(tmp_path)
+    proxy = [("X-FlowTrain-Proxy-Secret", SECRET)]
+    with pytest.raises(AccessError, match="more than one user"):
+        user_from_request([*proxy, ("X-Remote-User", "mallory"), ("x-remote-user", "alice")], None, s)
+    with pytest.raises(AccessError, match="comma-joined"):
+        user_from_request([*proxy, ("X-Remote-User", "mallory, alice")], None, s)
 
 
 def test_local_login_with_password_hashes(tmp_path: Path):
-    h = hash_password("s3cret", iterations=1000)
-    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{h}"\n')
+    old = hash_password("0ld-s3cret", iterations=1000)  # an older, cheaper hash still verifies
+    new = hash_password("s3cret")
+    assert new.split("$")[1] == str(PBKDF2_ITERATIONS) and PBKDF2_ITERATIONS >= 600_000
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{new}"\ncarol = "{old}"\n')
     assert check_login("alice", "s3cret", s) == "alice"
+    assert check_login("carol", "0ld-s3cret", s) == "carol"
     for name, pw in (("alice", "wrong"), ("bob", "s3cret")):
-        with pytest.raises(AccessError, match="wrong password"):
+        with pytest.raises(AccessError, match="unknown user or wrong password"):
             check_login(name, pw, s)
+
+
+def test_unknown_user_costs_the_same_hashing_as_a_known_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Timing must not tell which names exist: an unknown name runs PBKDF2 with the same iterations."""
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{hash_password("pw", iterations=5000)}"\n')
+    calls: list[int] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counting(name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+        calls.append(iterations)
+        return real(name, password, salt, iterations)
+
+    monkeypatch.setattr(users.hashlib, "pbkdf2_hmac", counting)
+    for name in ("alice", "nobody"):
+        with pytest.raises(AccessError):
+            check_login(name, "wrong", s)
+    assert calls == [5000, 5000]
+
+
+def test_failed_logins_are_throttled_per_user_and_per_address(tmp_path: Path):
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{hash_password("pw", iterations=100)}"\n')
+    now = [1000.0]
+    throttle = LoginThrottle(max_failures=3, lockout_s=60, clock=lambda: now[0])
+    for _ in range(3):
+        with pytest.raises(AccessError, match="wrong password"):
+            check_login("alice", "guess", s, throttle=throttle, address="10.0.0.9")
+    # Locked: even the right password is refused, without hashing, for this user from anywhere...
+    with pytest.raises(AccessError, match="too many failed sign-ins"):
+        check_login("alice", "pw", s, throttle=throttle, address="10.0.0.77")
+    # ...and for any name from the guessing address.
+    with pytest.raises(AccessError, match="too many failed sign-ins"):
+        check_login("bob", "pw", s, throttle=throttle, address="10.0.0.9")
+    now[0] += 61
+    assert check_login("alice", "pw", s, throttle=throttle, address="10.0.0.77") == "alice"
+    # A good password clears the name's failures; the guessing address keeps its own, and each
+    # further failure after a lockout doubles it.
+    assert throttle.retry_after("alice", "10.0.0.1") == 0
+    with pytest.raises(AccessError, match="wrong password"):
+        check_login("zed", "guess", s, throttle=throttle, address="10.0.0.9")
+    assert throttle.retry_after("anyone", "10.0.0.9") == pytest.approx(120)
+
+
+def test_throttle_memory_is_bounded():
+    throttle = LoginThrottle(max_entries=100)
+    for i in range(1000):
+        throttle.failed(f"user{i}", f"10.0.{i // 256}.{i % 256}")
+    assert len(throttle) == 100
+
+
+def test_sessions_expire(tmp_path: Path):
+    s = _settings(tmp_path, '[auth]\nmode = "local"\nsession_hours = 2\n')
+    assert not session_expired(1000.0, s, now=1000.0 + 2 * 3600 - 1)
+    assert session_expired(1000.0, s, now=1000.0 + 2 * 3600 + 1)
+    assert session_expired(None, s, now=1000.0)
+    assert load_settings(environ={}, cwd=tmp_path).auth.session_hours == 8
 
 
 def test_data_paths_are_confined_per_user(tmp_path: Path):
@@ -44,6 +168,7 @@ def test_data_paths_are_confined_per_user(tmp_path: Path):
     (tmp_path / "shared").mkdir()
     (tmp_path / "data" / "bob" / "b.csv").write_text("x\n", encoding="utf-8")
     (alice / "sub" / "a.csv").write_text("x\n", encoding="utf-8")
+    (tmp_path / "shared" / "common.csv").write_text("x\n", encoding="utf-8")
     (alice / "link.csv").symlink_to(tmp_path / "data" / "bob" / "b.csv")
     (alice / "inside.csv").symlink_to(alice / "sub" / "a.csv")
     assert data_roots("alice", s) == [alice.resolve(), (tmp_path / "shared").resolve()]
@@ -51,12 +176,30 @@ def test_data_paths_are_confined_per_user(tmp_path: Path):
     assert confine("alice", str(alice / "sub" / "a.csv"), s) == (alice / "sub" / "a.csv").resolve()
     assert confine("alice", "inside.csv", s) == (alice / "sub" / "a.csv").resolve()
     assert confine("alice", str(tmp_path / "shared"), s) == (tmp_path / "shared").resolve()
+    assert confine("alice", "common.csv", s) == (tmp_path / "shared" / "common.csv").resolve()  # second root
     for bad in ("../bob/b.csv", "sub/../../bob/b.csv", str(tmp_path / "data" / "bob" / "b.csv"), "link.csv",
-                "/etc/passwd", "", "a\x00b"):
+                "/etc/passwd", "", "a\x00b", "~/secret.csv", "~alice/x.csv"):
         with pytest.raises(AccessError):
             confine("alice", bad, s)
-    assert check_source("alice", "sklearn:digits", s) == "sklearn:digits"
-    with pytest.raises(AccessError, match="unknown built-in"):
-        check_source("alice", "sklearn:nope", s)
     with pytest.raises(AccessError):
         data_roots("../x", s)
+
+
+def test_one_resolver_for_every_source(tmp_path: Path):
+    s = _settings(tmp_path)
+    (tmp_path / "data" / "alice").mkdir(parents=True)
+    assert resolve_source("alice", "sklearn:digits", s) == "sklearn:digits"
+    assert resolve_source("alice", "t.csv", s) == str((tmp_path / "data" / "alice" / "t.csv").resolve())
+    with pytest.raises(AccessError, match="not a built-in dataset"):
+        resolve_source("alice", "sklearn:nope", s)
+    with pytest.raises(AccessError) as err:
+        resolve_source("alice", "/proc/self/environ", s)
+    assert "data.source" in str(err.value) and str((tmp_path / "data" / "alice").resolve()) in str(err.value)
+    off = load_settings(_write(tmp_path / "off.toml", "[data]\nbuiltin_datasets = false\n"))
+    with pytest.raises(AccessError, match="switched off"):
+        resolve_source("alice", "sklearn:iris", off)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -313,3 +313,44 @@ def test_reused_pid_is_not_taken_for_the_job(executor: LocalExecutor, tmp_path: 
     status = executor.status(job_id)
     assert status.state == RunState.FAILED
     assert "without recording an exit status" in status.reason
+
+
+ENV_DUMP = """\
+import json, os
+json.dump(dict(os.environ), open("env.json", "w"))
+"""
+
+
+def test_job_environment_is_the_allow_list(executor: LocalExecutor, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret in the portal's environment never reaches a job (nor the run.log it could print to)."""
+    monkeypatch.setenv("PORTAL_DB_PASSWORD", "hunter2")
+    monkeypatch.setenv("FLOWTRAIN_CONFIG", "/etc/flowtrain/secret-site.toml")
+    monkeypatch.setenv("SLURM_JOB_ID", "777")  # the portal's own allocation
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    req = make_job(tmp_path, "env", program=ENV_DUMP)
+    req = JobRequest(run_dir=req.run_dir, name="env", framework="torch", resources=req.resources,
+                     env=(("MY_OPTION", "on"),))
+    job_id = executor.submit(req)
+    wait_state(executor, job_id, RunState.COMPLETED)
+    env = json.loads((Path(req.run_dir) / "env.json").read_text())
+    assert "PORTAL_DB_PASSWORD" not in env and "FLOWTRAIN_CONFIG" not in env and "SLURM_JOB_ID" not in env
+    assert "hunter2" not in json.dumps(env)
+    assert env["PATH"] == os.environ["PATH"] and env["OMP_NUM_THREADS"] == "3" and env["MY_OPTION"] == "on"
+    assert env["FLOWTRAIN_JOB_ID"] == job_id and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_paddle_launcher_logs_stay_out_of_the_run_directory(executor: LocalExecutor, tmp_path: Path) -> None:
+    """paddle.distributed.launch dumps every worker's environment into --log_dir."""
+    from dataclasses import asdict
+
+    from schedulers.local import LocalJob
+
+    req = make_job(tmp_path, "paddle", gpus=0)
+    job = LocalJob(job_id="j1", run_dir=str(req.run_dir), name="p", framework="paddle", python="py",
+                   script="train.py", args=[], env=[], resources=asdict(Resources(tasks_per_node=2)), cpus=2,
+                   gpus=0, submitted=0.0)
+    argv = executor._command(job)
+    log_dir = Path(argv[argv.index("--log_dir") + 1])
+    assert argv[1:3] == ["-m", "paddle.distributed.launch"]
+    assert not log_dir.is_relative_to(req.run_dir) and log_dir.is_relative_to(executor.state_dir)

@@ -182,9 +182,9 @@ def test_default_python_is_this_interpreter(tmp_path: Path) -> None:
 def test_torch_multi_node_uses_srun_and_torchrun(tmp_path: Path) -> None:
     text = render_sbatch(req(tmp_path, "torch", nodes=2, gpus_per_node=4, cpus_per_task=2), python="/env/py")
     argv = launch_line(text)
-    assert argv[:7] == ["exec", "srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
-                        "--cpus-per-task=8"]
-    assert argv[6:9] == ["/env/py", "-m", "torch.distributed.run"]
+    assert argv[:8] == ["exec", "srun", "--export=ALL", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2",
+                        "--ntasks-per-node=1", "--cpus-per-task=8"]
+    assert argv[8:11] == ["/env/py", "-m", "torch.distributed.run"]
     assert "--nproc_per_node=4" in argv and "--rdzv_backend=c10d" in argv
     assert "--nnodes=$SLURM_NNODES" in argv and "--rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT" in argv
     assert argv[-1] == "train.py"
@@ -197,19 +197,39 @@ def test_torch_cpu_multi_process_uses_tasks_per_node(tmp_path: Path) -> None:
     assert "--nproc_per_node=3" in argv
 
 
+PADDLE_LOG_DIR = '$(mktemp -d ${TMPDIR:-/tmp}/flowtrain-paddle-XXXXXX)'  # as shlex reads the shell word
+
+
 def test_paddle_one_node_many_processes(tmp_path: Path) -> None:
-    argv = launch_line(render_sbatch(req(tmp_path, "paddle", gpus_per_node=2), python="/env/py"))
-    assert argv == ["exec", "/env/py", "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "train.py"]
+    text = render_sbatch(req(tmp_path, "paddle", gpus_per_node=2), python="/env/py")
+    argv = launch_line(text)
+    assert argv == ["exec", "/env/py", "-m", "paddle.distributed.launch", "--log_dir", PADDLE_LOG_DIR,
+                    "--nproc_per_node", "2", "train.py"]
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_paddle_launcher_logs_go_to_a_private_folder_outside_the_run_dir(tmp_path: Path) -> None:
+    """paddle.distributed.launch writes every worker's environment into its log folder."""
+    run_dir, node_tmp = tmp_path / "run", tmp_path / "node-tmp"
+    node_tmp.mkdir()
+    line = next(ln for ln in render_sbatch(req(run_dir, "paddle", gpus_per_node=2), python="p").splitlines()
+                if ln.startswith("exec "))
+    word = line.split("--log_dir ", 1)[1].split(" --", 1)[0]
+    folder = subprocess.run(["bash", "-c", f'set -- {word}; printf %s "$1"'], capture_output=True, text=True,
+                            env={"TMPDIR": str(node_tmp), "PATH": "/usr/bin:/bin"}, check=True).stdout
+    made = Path(folder)
+    assert made.parent == node_tmp and made.is_dir() and made.stat().st_mode & 0o777 == 0o700
 
 
 def test_paddle_multi_node_gets_rank_per_task(tmp_path: Path) -> None:
     text = render_sbatch(req(tmp_path, "paddle", nodes=3, gpus_per_node=2), python="/env/py")
     argv = launch_line(text)
-    assert argv[:2] == ["exec", "srun"] and "--ntasks-per-node=1" in argv
+    assert argv[:3] == ["exec", "srun", "--export=ALL"] and "--ntasks-per-node=1" in argv
     i = argv.index("bash")
     inner = argv[i + 2]
     assert '--rank "$SLURM_NODEID"' in inner and '--nnodes "$SLURM_NNODES"' in inner
     assert "--nproc_per_node 2" in inner and '--master "$MASTER_ADDR:$MASTER_PORT"' in inner
+    assert '--log_dir "$(mktemp -d "${TMPDIR:-/tmp}/flowtrain-paddle-XXXXXX")"' in inner
     assert argv[i + 3 :] == ["/env/py", "train.py"]
 
 
@@ -220,6 +240,7 @@ def test_keras_one_srun_task_per_worker(tmp_path: Path) -> None:
     assert argv == [
         "exec",
         "srun",
+        "--export=ALL",
         "--kill-on-bad-exit=1",
         "--nodes=2",
         "--ntasks=4",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -299,3 +300,56 @@ def test_choice_moves_with_load_on_the_real_cluster(cluster_load: Any, tmp_path:
 
     too_big = run_select(spec_with(gpus=4, nodes=3), reports, slurm_utilisation())
     assert not too_big.ok and "n3 idle+DRAIN" in "\n".join(too_big.reasons)
+
+
+def limited_cluster(**limits: str) -> dict[str, Any]:
+    """The idle captured cluster whose gpu partition has the given scontrol limits (MaxNodes=2, …)."""
+    sinfo, _ = captured()
+    sinfo = copy.deepcopy(sinfo)
+    for n in sinfo["nodes"]:
+        n.update(state="idle", state_flags=[], alloc_cpus=0, alloc_memory=0, gres_used="gpu:0", reason="")
+    text = (DATA / "scontrol_partitions.txt").read_text()
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("PartitionName=gpu "):
+            for key, value in limits.items():
+                line = re.sub(rf"\b{key}=\S+", f"{key}={value}", line) if f" {key}=" in line \
+                    else f"{line} {key}={value}"
+        lines.append(line)
+    return utilisation_from_outputs(sinfo, {"jobs": []}, partitions_from_scontrol("\n".join(lines)))
+
+
+def test_partition_limits_are_parsed_from_scontrol() -> None:
+    gpu = limited_cluster(MaxNodes="2", MaxTime="01:00:00", MaxCPUsPerNode="4", MaxMemPerNode="8000")["gpu"]
+    assert (gpu.limits.max_nodes, gpu.limits.max_time_min, gpu.limits.max_cpus_per_node,
+            gpu.limits.max_mem_per_node_mb) == (2, 60, 4, 8000)
+    cpu = limited_cluster()["cpu"]
+    assert cpu.limits.max_nodes is None and cpu.limits.max_time_min is None  # UNLIMITED
+
+
+@pytest.mark.parametrize(("limits", "spec_kw", "words"), [
+    ({"MaxNodes": "2"}, {"nodes": 3, "gpus": 1}, ["3 nodes", "MaxNodes=2", "training.resources.nodes"]),
+    ({"MaxTime": "01:00:00"}, {"gpus": 1, "minutes": 120}, ["2:00:00", "1:00:00 (MaxTime)", "time_limit_min"]),
+    ({"MaxCPUsPerNode": "2"}, {"gpus": 1, "cpus": 4}, ["4 CPUs per node", "MaxCPUsPerNode"]),
+    ({"MaxMemPerNode": "1000"}, {"gpus": 1, "mem_gb": 2}, ["2048 MB per node", "MaxMemPerNode"]),
+])
+def test_requests_beyond_a_partition_limit_are_refused_naming_it(limits: dict[str, str], spec_kw: dict[str, Any],
+                                                                 words: list[str]) -> None:
+    doc = zoo.template("mnist_cnn").model_dump(mode="json")
+    r = doc["training"]["resources"]
+    r.update(gpus_per_node=spec_kw.get("gpus", 0), nodes=spec_kw.get("nodes", 1),
+             cpus_per_task=spec_kw.get("cpus", 1), partition="gpu")
+    if "minutes" in spec_kw:
+        r["time_limit_min"] = spec_kw["minutes"]
+    if "mem_gb" in spec_kw:
+        r["mem_gb"] = spec_kw["mem_gb"]
+    spec = spec_from_dict(doc)
+    sel = run_select(spec, SPLIT, limited_cluster(**limits))
+    assert not sel.ok
+    reason = next(c.reason for c in sel.candidates if (c.framework, c.partition) == ("torch", "gpu"))
+    assert all(w in reason for w in words), reason
+    with pytest.raises(NoFeasibleTarget) as err:
+        sel.require()
+    assert all(w in str(err.value) for w in words)
+    # Within the limits the same cluster runs it.
+    assert run_select(spec, SPLIT, limited_cluster()).framework == "torch"

@@ -21,6 +21,7 @@ from schedulers.slurm.commands import (
     parse_exit_pair,
     parse_sbatch_parsable,
     parse_scontrol_line,
+    parse_slurm_minutes,
     partitions_from_scontrol,
 )
 
@@ -253,3 +254,16 @@ def test_json_errors_with_controller_down_say_unreachable(tmp_path: Path, monkey
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     with pytest.raises(SchedulerError, match=r"unreachable at SLURM_CONF=/x/slurm.conf.*devcluster.sh start"):
         SlurmCommands(slurm_conf="/x/slurm.conf").squeue_json()
+
+
+@pytest.mark.parametrize(("text", "minutes"), [
+    ("UNLIMITED", None), ("INFINITE", None), ("30", 30), ("30:00", 30), ("01:00:00", 60), ("0:30:01", 31),
+    ("2-00:00:00", 2880), ("1-12", 2160), ("1-12:30", 2190),
+])
+def test_parse_slurm_minutes(text: str, minutes: int | None) -> None:
+    assert parse_slurm_minutes(text) == minutes
+
+
+def test_parse_slurm_minutes_names_bad_input() -> None:
+    with pytest.raises(ValueError, match="not a Slurm time limit"):
+        parse_slurm_minutes("soon")

@@ -8,6 +8,8 @@ interrupted one (tests/slurm_fixture.py).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.jobenv import allowed
 from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.utilisation import PartitionUtilisation, slurm_utilisation
@@ -110,6 +113,28 @@ def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecuto
     done = ex.commands.sacct_job(job_id)
     assert done is not None and (done.state, done.exit_code) == (RunState.COMPLETED, 0)
     assert done.workdir == str(request.run_dir)
+
+
+def test_job_environment_lacks_the_portals_secrets(ex: SlurmExecutor, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch from the allow-listed environment: a secret of the portal's never reaches the job, and
+    neither does a login environment Slurm would load for --export=NONE (SLURM_GET_USER_ENV)."""
+    monkeypatch.setenv("PORTAL_DB_PASSWORD", "hunter2")
+    monkeypatch.setenv("SBATCH_COMMENT", "from-the-portal")  # an sbatch option hidden in the environment
+    body = "import json, os\njson.dump(dict(os.environ), open('env.json', 'w'))\n"
+    request = make_request(tmp_path, body, name="env")
+    job_id = ex.submit(request)
+    status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
+    assert status.state is RunState.COMPLETED, ex.log_path(job_id)
+    env = json.loads((request.run_dir / "env.json").read_text())
+    assert "PORTAL_DB_PASSWORD" not in env and "hunter2" not in json.dumps(env)
+    assert env["PATH"] == os.environ["PATH"] and env["SLURM_JOB_ID"] == job_id
+    assert env["FLOWTRAIN_RUN_DIR"] == str(request.run_dir.resolve())
+    assert "from-the-portal" not in json.dumps(env)
+    set_by_slurm_or_the_script = {"ENVIRONMENT", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "FLOWTRAIN_RUN_DIR",
+                                  "PYTHONUNBUFFERED"}
+    extra = {k for k in env if not (allowed(k) or k.startswith("SLURM") or k in set_by_slurm_or_the_script)}
+    assert not extra and "SLURM_GET_USER_ENV" not in env, sorted(extra)
 
 
 def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path) -> None:
@@ -277,7 +302,8 @@ def test_distributed_launch_lines_run_on_real_slurm(ex: SlurmExecutor, tmp_path:
     paddle = [c.split("|") for c in calls["paddle"]]
     assert [c[4].split("--rank ")[1].split()[0] for c in paddle] == ["0", "1"]
     assert all(
-        "-m paddle.distributed.launch --master 127.0.0.1:" in c[4] and "--nproc_per_node 2 train.py" in c[4]
+        "-m paddle.distributed.launch --log_dir " in c[4] and " --master 127.0.0.1:" in c[4]
+        and "--nproc_per_node 2 train.py" in c[4] and str(requests["paddle"].run_dir) not in c[4]
         for c in paddle
     )
     keras = [c.split("|") for c in calls["keras"]]

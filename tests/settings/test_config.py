@@ -13,6 +13,7 @@ import pytest
 
 from core.errors import CommandError
 from settings import ConfigError, flowtrain_home, load_settings
+from settings.access import os_user
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,13 +41,14 @@ def test_settings_file_with_relative_paths_and_env_home(tmp_path: Path) -> None:
     cfg.write_text('home = "state"\nscheduler = "slurm"\nenvironments_file = "envs.json"\n'
                    '[data]\nroots = ["/scratch/{user}", "shared"]\nbuiltin_datasets = false\n'
                    '[data.users.alice]\nroots = ["alice-data"]\n'
-                   '[auth]\nmode = "header"\nheader = "X-Forwarded-User"\n', encoding="utf-8")
+                   '[auth]\nmode = "header"\nheader = "X-Forwarded-User"\ntrusted_proxies = ["10.0.0.5"]\n',
+                   encoding="utf-8")
     s = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg)}, cwd=tmp_path)
     assert s.home == cfg.parent.resolve() / "state" and s.scheduler == "slurm"
     assert s.environments_file == cfg.parent / "envs.json" and [e.name for e in s.environments] == ["envs"]
     assert s.data_roots == ("/scratch/{user}", str(cfg.parent / "shared")) and not s.builtin_datasets
     assert s.user_data_roots == {"alice": (str(cfg.parent / "alice-data"),)}
-    assert (s.auth.mode, s.auth.header) == ("header", "X-Forwarded-User")
+    assert (s.auth.mode, s.auth.header, s.auth.trusted_proxies) == ("header", "X-Forwarded-User", ("10.0.0.5/32",))
     s2 = load_settings(environ={"FLOWTRAIN_CONFIG": str(cfg), "FLOWTRAIN_HOME": "h"}, cwd=tmp_path)
     assert s2.home == tmp_path.resolve() / "h"
 
@@ -92,6 +94,13 @@ def test_scheduler_and_environments_precedence(tmp_path: Path) -> None:
     ('[auth]\nmode = "ldap"\n', ["ldap", "header"]),
     ('[data]\nroots = "data"\n', ["data.roots", "list"]),
     ('[auth]\nheader = "X User"\n', ["auth.header"]),
+    ('[auth]\nmode = "header"\n', ["auth.mode", "trusted proxy", "proxy_secret_file", "trusted_proxies"]),
+    ('[auth]\nmode = "header"\ntrusted_proxies = ["127.0.0.1"]\n', ["loopback", "proxy_secret_file"]),
+    ('[auth]\ntrusted_proxies = ["proxy.example"]\n', ["auth.trusted_proxies", "proxy.example"]),
+    ('[auth]\nproxy_secret_file = "missing.secret"\n', ["auth.proxy_secret_file", "cannot be read"]),
+    ('[auth]\nsession_hours = 0\n', ["auth.session_hours"]),
+    ('[auth]\nadmins = "root"\n', ["auth.admins", "list"]),
+    ('[portal]\naddress = "everywhere"\n', ["portal.address"]),
     ("home = [\n", ["TOML"]),
 ])
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) -> None:
@@ -104,6 +113,30 @@ def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) 
         load_settings(tmp_path / "missing.toml", environ={})
 
 
+def test_proxy_secret_file_must_be_private_and_long(tmp_path: Path) -> None:
+    secret = tmp_path / "proxy.secret"
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('[auth]\nmode = "header"\nproxy_secret_file = "proxy.secret"\n', encoding="utf-8")
+    secret.write_text("x" * 40 + "\n", encoding="utf-8")
+    secret.chmod(0o644)
+    with pytest.raises(ConfigError, match="readable by others"):
+        load_settings(cfg, environ={})
+    secret.chmod(0o600)
+    assert load_settings(cfg, environ={}).auth.proxy_secret == "x" * 40
+    secret.write_text("short\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="shorter than"):
+        load_settings(cfg, environ={})
+
+
+def test_portal_binds_loopback_unless_told(tmp_path: Path) -> None:
+    assert load_settings(environ={}, cwd=tmp_path).portal_address == "127.0.0.1"
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('[portal]\naddress = "0.0.0.0"\n', encoding="utf-8")
+    assert load_settings(cfg, environ={}).portal_address == "0.0.0.0"
+    script = (REPO / "scripts" / "portal.sh").read_text(encoding="utf-8")
+    assert "--server.address" in script and "portal_address" in script
+
+
 def test_command_line_honours_the_settings_file(tmp_path: Path) -> None:
     """No FLOWTRAIN_HOME: the CLI keeps its registry where the settings file's home says, and takes the
     environments file the settings file names, as the portal does."""
@@ -111,14 +144,29 @@ def test_command_line_honours_the_settings_file(tmp_path: Path) -> None:
     cfg = tmp_path / "ft.toml"
     cfg.write_text(f'home = "site-home"\nenvironments_file = "{envs}"\n', encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
-    env.update(FLOWTRAIN_CONFIG=str(cfg), FLOWTRAIN_USER="tester")
+    env.update(FLOWTRAIN_CONFIG=str(cfg))
     runs = subprocess.run([sys.executable, "-m", "flowtrain", "runs"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)
     assert runs.returncode == 0, runs.stderr
-    assert runs.stdout.strip() == "no runs for user tester"
+    assert runs.stdout.strip() == f"no runs for user {os_user()}"
     assert (tmp_path / "site-home" / "flowtrain.db").is_file() and not (REPO / "site-home").exists()
     fws = subprocess.run([sys.executable, "-m", "flowtrain", "frameworks", "--json"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=120)
     assert fws.returncode == 0, fws.stderr
     doc = json.loads(fws.stdout)
     assert doc["source"] == str(envs) and [e["environment"]["name"] for e in doc["environments"]] == ["site-envs"]
+
+
+def test_the_example_deployment_settings_load(tmp_path: Path) -> None:
+    """examples/flowtrain.toml (README "Deployment") is a valid settings file once its secret exists."""
+    cfg = tmp_path / "flowtrain.toml"
+    cfg.write_text((REPO / "examples" / "flowtrain.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "environments.toml").write_text(
+        '[[environments]]\nname = "site"\npython = "/usr/bin/python3"\nframeworks = ["torch"]\n', encoding="utf-8")
+    secret = tmp_path / "proxy.secret"
+    secret.write_text("f" * 64 + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    s = load_settings(cfg, environ={})
+    assert (s.scheduler, s.portal_address, s.auth.mode, s.auth.proxy_secret) == ("slurm", "127.0.0.1", "header",
+                                                                                  "f" * 64)
+    assert s.auth.admins == ("flowtrain-admin",) and s.data_roots[0] == "/scratch/{user}/data"

@@ -1,0 +1,60 @@
+"""Limits on what one user can make the portal do at once, and how much it hands out in one go.
+
+- :data:`GATE`: at most one task of a kind per user at a time (an equivalence check runs three
+  frameworks for minutes; a probe runs every environment's interpreter or reads a data file),
+  across all of that user's sessions in this portal process. A second request is answered at once
+  with :class:`Busy`, never queued.
+- :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
+  in scripts/portal.sh and ``.streamlit/config.toml``; the import checks again).
+- :data:`MAX_DOWNLOAD_BYTES`: Streamlit's download button holds a file in the portal's memory while
+  it is served (Streamlit 1.67 converts every download to bytes), so files and zips larger than this
+  are not offered in the browser; the page names their path instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from core.errors import FlowTrainError
+from core.load import MAX_SPEC_BYTES
+
+MAX_UPLOAD_MB = MAX_SPEC_BYTES // (1024 * 1024)
+MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
+
+KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe"}
+
+
+class Busy(FlowTrainError):
+    """The user already has a task of this kind running."""
+
+
+class Gate:
+    """One task per (kind, user) at a time, in this process. Thread-safe (every session shares it)."""
+
+    def __init__(self) -> None:
+        self._busy: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def busy(self, kind: str, user: str) -> bool:
+        with self._lock:
+            return (kind, user) in self._busy
+
+    @contextlib.contextmanager
+    def hold(self, kind: str, user: str) -> Iterator[None]:
+        """Run the ``with`` body as the user's one task of ``kind``; :class:`Busy` if one is running."""
+        with self._lock:
+            if (kind, user) in self._busy:
+                what = KIND_WORDS.get(kind, f"A {kind}")
+                raise Busy(f"{what} of yours is already running (in this or another tab); wait for it to "
+                           "finish, then try again")
+            self._busy.add((kind, user))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy.discard((kind, user))
+
+
+GATE = Gate()

@@ -1,0 +1,48 @@
+"""The environment a job starts with: an allow-list, the same for every executor.
+
+A job must not inherit the portal's environment: it may hold the proxy secret's path, tokens, the
+settings file, a database password, and a job's log is shown to its user. Every executor builds
+the job's environment with :func:`job_environment`:
+
+- the local executor passes exactly that to the wrapper it starts (``env=``);
+- Slurm's commands transport runs ``sbatch --export=ALL`` in a process whose environment *is* that
+  allow-list (plus ``SLURM_CONF``), so the job gets exactly the allow-list and Slurm's ``SLURM_*``.
+  Not ``--export=NONE``: on Slurm 22.05 (the dev cluster), ``NONE`` and a list of names both make
+  slurmd load the job user's login environment (``SLURM_GET_USER_ENV=1``: ``su -`` profiles, module
+  functions), which is not the allow-list, differs per site and delays the script's start. The
+  launch lines inside the job use ``srun --export=ALL`` so job steps get the batch shell's (already
+  clean) environment;
+- the pyslurm transport hands that dictionary to the submission as the job's environment.
+
+The allow-list: :data:`ALLOWED_NAMES`, and names starting with :data:`ALLOWED_PREFIXES` (locale,
+OpenMP threads, NCCL network tuning). The program's own variables (``FLOWTRAIN_RUN_DIR``,
+``FLOWTRAIN_JOB_ID``, ``CUDA_VISIBLE_DEVICES`` for local jobs, ``MASTER_ADDR``…) are set by the
+executor or the job script, never inherited.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+ALLOWED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",  # the frameworks' native libraries (module systems set these)
+    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "FLOWTRAIN_DATA_ROOT",  # generated programs resolve a relative data source against it
+})
+ALLOWED_PREFIXES = ("LC_", "OMP_", "NCCL_")
+
+
+def allowed(name: str) -> bool:
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+
+
+def job_environment(source: Mapping[str, str] | None = None,
+                    extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """The allowed variables of ``source`` (default: this process's environment), then ``extra``
+    (the request's own variables, which may name anything)."""
+    env = {k: v for k, v in (os.environ if source is None else source).items() if allowed(k)}
+    env.update(extra)
+    return env

@@ -1,0 +1,120 @@
+"""The run registry's SQLite file: its schema, the migrations between schema versions, the
+file's private mode, and SQLite's errors in words (used by :mod:`schedulers.runs`).
+
+Schema versions: ``PRAGMA user_version`` holds the version of the file's schema. A new file gets
+:data:`SCHEMA` at :data:`SCHEMA_VERSION`; an older file is brought up to date when it is opened, one
+step at a time, by :data:`MIGRATIONS` (``MIGRATIONS[n]`` turns version ``n`` into ``n + 1``), each
+step in one transaction. A file newer than this code is refused. To change the schema: change
+``SCHEMA``, add ``MIGRATIONS[SCHEMA_VERSION]`` doing the same to an existing file, bump
+``SCHEMA_VERSION``, and extend ``test_registry_upgrades_an_old_file`` in
+``tests/schedulers/test_registry_safety.py`` (it builds a file of every older version).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from schedulers.base import FINAL_STATES
+
+SCHEMA_VERSION = 2
+FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    scheduler TEXT NOT NULL,
+    partition TEXT,
+    environment TEXT,
+    job_id TEXT,
+    state TEXT NOT NULL,
+    exit_code INTEGER,
+    signal INTEGER,
+    reason TEXT NOT NULL DEFAULT '',
+    restarts INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL,
+    submitted REAL,
+    started REAL,
+    ended REAL,
+    run_dir TEXT NOT NULL,
+    selection TEXT,
+    log_tail TEXT,
+    metrics_offset INTEGER NOT NULL DEFAULT 0,
+    metrics_count INTEGER NOT NULL DEFAULT 0,
+    data_source TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
+CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({FINAL_SQL});
+CREATE TABLE IF NOT EXISTS run_states (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    state TEXT NOT NULL,
+    time REAL NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS run_states_run ON run_states(run_id, id);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    event TEXT,
+    step INTEGER,
+    epoch INTEGER,
+    time REAL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+# MIGRATIONS[n]: the statements that turn a version-n file into version n + 1.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 2: the data source the run was allowed to read (pinned at submission), for audits and listings.
+    1: ("ALTER TABLE runs ADD COLUMN data_source TEXT",
+        "UPDATE runs SET data_source = json_extract(spec, '$.data.source') WHERE json_valid(spec)"),
+}
+
+
+def statements(script: str) -> list[str]:
+    """The statements of a schema script (no ';' inside strings in ours)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` 0600 if it does not exist; tighten it (and SQLite's side files) if it does.
+    ``OSError`` when it cannot be created."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE))
+    except FileExistsError:
+        pass  # an existing registry: only its mode is checked below
+    for side in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            st = side.stat()
+            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                side.chmod(PRIVATE_FILE)
+        except FileNotFoundError:
+            continue
+
+
+def sqlite_words(path: Path, exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        hint = ("the file is damaged or is not a FlowTrain registry; move it away (a new one is created) or "
+                "restore it from a backup")
+    elif "disk is full" in text or "disk I/O" in text:
+        hint = "the disk holding it is full or failing; free space there, or set FLOWTRAIN_HOME elsewhere"
+    elif "locked" in text or "busy" in text:
+        hint = "another process holds it locked for too long; try again"
+    elif "readonly" in text or "unable to open" in text:
+        hint = "it cannot be written here; check the permissions of the file and its folder"
+    else:
+        hint = "see SQLite's message"
+    return f"run registry {path}: {text} ({hint})"

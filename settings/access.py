@@ -1,0 +1,161 @@
+"""Who may act, and which data they may read: the one place every entry asks.
+
+Data sources. :func:`resolve_source` turns a spec's ``data.source`` into what a run may read for a
+user: a built-in ``sklearn:NAME`` (when ``data.builtin_datasets`` allows them), or the real,
+absolute path of a file or folder inside one of the user's data roots (``[data] roots``, ``{user}``
+substituted, or ``[data.users.NAME] roots``). Symbolic links are resolved before the check; ``..``
+components, ``~``, NUL bytes and relative paths that land outside a root are refused. A relative
+path is looked up under each root in turn (the first that holds it wins; none: the first root).
+:func:`pin_source` returns the spec with that resolved source, which is what the registry stores and
+the generated program reads. Callers: the command line's ``run`` and the portal's submit and
+resubmit (both through :func:`schedulers.launch.submit_run`), the portal's spec import and data
+probe; later entries (sweeps, ONNX import) call :func:`pin_source` too.
+
+Identity on the command line. The user is the OS user who runs the command; acting for someone
+else (``--user``) or over everyone (``--all-users``) is for the OS users listed in
+``[auth] admins`` (:func:`acting_user`).
+
+Lives in ``settings`` (not ``portal``) because the command line, the portal and the executors all
+need it, and it reads nothing but the settings and the spec.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import pwd
+import re
+from pathlib import Path, PurePosixPath
+
+from core import datasets
+from core.errors import FlowTrainError, Problem, SpecError
+from core.spec import PipelineSpec
+from settings.config import Settings
+
+USER_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+
+
+class AccessError(FlowTrainError):
+    """A request without a valid user, an action the user may not take, or a path outside the user's roots."""
+
+    exit_code = 2
+
+
+def check_user_name(name: object) -> str:
+    """Return ``name`` if it is a safe user name (it ends up in paths and the run registry)."""
+    if not isinstance(name, str) or not USER_PATTERN.fullmatch(name):
+        raise AccessError(f"user name {name!r:.80} is not accepted; expected letters, digits and . _ @ - "
+                          "(at most 64 characters, not starting with a dot or dash)")
+    return name
+
+
+def data_roots(user: str, settings: Settings) -> list[Path]:
+    """The user's data roots, ``{user}`` substituted, resolved (symlinks followed)."""
+    check_user_name(user)
+    raw = settings.user_data_roots.get(user, settings.data_roots)
+    return [Path(r.replace("{user}", user)).resolve() for r in raw]
+
+
+def _roots_text(roots: list[Path]) -> str:
+    return ", ".join(str(r) for r in roots) or "(none configured)"
+
+
+def confine(user: str, path: str | Path, settings: Settings) -> Path:
+    """Resolve ``path`` (absolute, or relative to one of the user's roots) inside one of the user's roots.
+
+    Refuses ``..`` components, ``~``, NUL bytes, and anything whose real location (after symlinks)
+    is outside every root. Returns the resolved path (which need not exist yet).
+    """
+    text = str(path)
+    roots = data_roots(user, settings)
+    where = f"your data roots ({_roots_text(roots)})"
+    if "\x00" in text:
+        raise AccessError("a data path may not contain NUL bytes")
+    if not text.strip():
+        raise AccessError(f"the data path is empty; choose a file or folder under {where}")
+    if text.startswith("~"):
+        raise AccessError(f"data path {text!r:.200} starts with '~'; give the absolute path, inside {where}")
+    if ".." in PurePosixPath(text).parts:
+        raise AccessError(f"data path {text!r:.200} contains '..'; give a path inside {where} without it")
+    if not roots:
+        raise AccessError(f"no data roots are configured for {user}; add [data] roots to the settings file")
+    given = Path(text)
+    if given.is_absolute():
+        candidates = [given]
+    else:
+        candidates = [root / given for root in roots]
+        candidates = [c for c in candidates if c.exists() or c.is_symlink()][:1] or candidates[:1]
+    real = candidates[0].resolve()
+    for root in roots:
+        if real == root or real.is_relative_to(root):
+            return real
+    raise AccessError(f"data path {text!r:.200} resolves to {real}, outside {where}; put the data under one of "
+                      "them (symbolic links pointing outside are not followed)")
+
+
+def resolve_source(user: str, source: str, settings: Settings) -> str:
+    """The data source ``user`` may read: a built-in dataset's name, or the real absolute path
+    inside the user's roots. :class:`AccessError` naming ``data.source`` and the roots otherwise."""
+    if source.startswith("sklearn:"):
+        if not settings.builtin_datasets:
+            raise AccessError(f"data.source {source!r}: built-in datasets are switched off on this portal "
+                              f"(data.builtin_datasets); use a file under your data roots "
+                              f"({_roots_text(data_roots(user, settings))})")
+        if datasets.builtin(source) is None:
+            raise AccessError(f"data.source {source!r} is not a built-in dataset; choose one of "
+                              f"{', '.join(datasets.BUILTIN)}")
+        return source
+    try:
+        return str(confine(user, source, settings))
+    except AccessError as err:
+        raise AccessError(f"data.source refused: {err}") from None
+
+
+def pin_source(spec: PipelineSpec, user: str, settings: Settings) -> PipelineSpec:
+    """``spec`` with ``data.source`` resolved for ``user`` (see the module docstring).
+
+    Raises :class:`~core.errors.SpecError` with one problem at ``data.source`` when the user may not
+    read it, so the portal and the command line show it like any other spec problem.
+    """
+    try:
+        resolved = resolve_source(user, spec.data.source, settings)
+    except AccessError as err:
+        roots = _roots_text(data_roots(user, settings))
+        raise SpecError([Problem(
+            "data.source", str(err).removeprefix("data.source refused: "), received=repr(spec.data.source)[:300],
+            expected=f"a built-in dataset or a path inside your data roots ({roots})",
+            fix="choose the data on the Editor page, or put it under one of your data roots")]) from None
+    if resolved == spec.data.source:
+        return spec
+    return spec.model_copy(update={"data": spec.data.model_copy(update={"source": resolved})})
+
+
+def os_user() -> str:
+    """The OS user running this process (the effective uid's name)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return getpass.getuser()
+
+
+def acting_user(settings: Settings, requested: str | None = None, *, me: str | None = None) -> str:
+    """The user a command-line command acts as: the OS user, or ``requested`` when the OS user is one
+    of ``[auth] admins``."""
+    me = me or os_user()
+    if requested is not None and requested != me and me not in settings.auth.admins:
+        raise AccessError(f"--user {requested}: only the administrators listed in [auth] admins may act for "
+                          f"other users; you are {me}. Leave --user out to act as yourself")
+    return check_user_name(requested or me)
+
+
+def listing_user(settings: Settings, requested: str | None = None, *, all_users: bool = False,
+                 me: str | None = None) -> str | None:
+    """Whose runs a listing shows: :func:`acting_user`'s, or everyone's (``None``) for an
+    administrator who asks with ``all_users``."""
+    me = me or os_user()
+    if all_users:
+        if me not in settings.auth.admins:
+            raise AccessError(f"--all-users: only the administrators listed in [auth] admins may list every "
+                              f"user's runs; you are {me}")
+        return None
+    return acting_user(settings, requested, me=me)
