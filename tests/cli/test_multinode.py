@@ -21,7 +21,7 @@ import pytest
 
 from schedulers.base import RunState
 from schedulers.runs import RunRegistry
-from tests.cli.test_run_commands import cli_env, flowtrain, small_spec
+from tests.cli.test_run_commands import ME, cli_env, flowtrain, small_spec
 from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.frameworks, pytest.mark.usefixtures("slurm_cluster")]
@@ -36,13 +36,13 @@ def _spec(tmp_path: Path, framework: str, nodes: int, gpus: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("framework", "gpus"), [("keras", 0), ("keras", 2), ("torch", 2), ("paddle", 2)])
+@pytest.mark.parametrize(("framework", "gpus"), [(fw, gpus) for fw in ("torch", "keras", "paddle") for gpus in (0, 2)])
 def test_two_nodes_train_to_completion_with_every_rank(framework: str, gpus: int, tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
     out = flowtrain(env, "run", str(_spec(tmp_path, framework, 2, gpus)), "--scheduler", "slurm", "--wait",
                     "--framework", framework, "--max-steps", "4", "--timeout", "420", timeout=480)
-    [run] = RunRegistry(home=home).list_runs("tester")
+    [run] = RunRegistry(home=home).list_runs(ME)
     log = (run.run_dir / f"slurm-{run.job_id}.out").read_text()
     assert out.returncode == 0 and run.state is RunState.COMPLETED, out.stdout + out.stderr + log
     world = 2 * max(gpus, 1)
@@ -61,11 +61,11 @@ def test_a_rank_that_dies_fails_the_whole_job_within_a_minute(tmp_path: Path) ->
     spec.write_text(json.dumps(doc))
     submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", "torch")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    [run] = RunRegistry(home=home).list_runs("tester")
+    [run] = RunRegistry(home=home).list_runs(ME)
     metrics = run.run_dir / "metrics.jsonl"
     reg = RunRegistry(home=home)
     wait_until(lambda: metrics.is_file() and '"event": "train"' in metrics.read_text(), timeout=240,
-               message=lambda: f"the job to start training: {reg.get(run.id, 'tester').state}")
+               message=lambda: f"the job to start training: {reg.get(run.id, ME).state}")
     victims = wait_until(lambda: _rank_processes(run.run_dir, 1), timeout=30, message="rank 1's process")
     killed = time.monotonic()
     for pid in victims:

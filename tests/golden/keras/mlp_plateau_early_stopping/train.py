@@ -237,13 +237,20 @@ def gpus_from_environment() -> int:
 
 
 def slurm_workers(tasks: int) -> list[str]:
-    """One address per Slurm task, in task order: the address Slurm has for the task's node (the job
-    script exports them as FLOWTRAIN_NODE_ADDRS) and a port of its own, MASTER_PORT + 1 + task. Ports
-    come from the task's rank in the whole job, never from its index on the node, so tasks that share
-    a host (several nodes on one machine, or co-located tasks) cannot collide."""
-    addresses = os.environ["FLOWTRAIN_NODE_ADDRS"].split(",")
+    """One address per Slurm task, in task order: its node's address and a port of its own, the port
+    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
+    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
+    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
+    a job script of one's own, Slurm's node names and a port base from the job id serve."""
+    env = os.environ
+    if env.get("FLOWTRAIN_NODE_ADDRS"):
+        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
+    else:
+        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import expand_hostlist
+
+        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
     per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
-    port = int(os.environ["MASTER_PORT"]) + 1
+    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
     return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
 
 

@@ -215,6 +215,9 @@ def setup_distributed() -> Processes:
     """This process's place from paddle.distributed.launch's variables (PADDLE_*)."""
     world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
     if world > 1:
+        if not paddle.device.is_compiled_with_cuda() and os.environ.get("PADDLE_DISTRI_BACKEND", "auto") == "auto":
+            # a CPU build: "auto" creates no process group when the launcher saw GPUs on the node
+            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
         dist.init_parallel_env()
         return Processes(dist.get_rank(), dist.get_world_size(), int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
     return Processes()
