@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what FlowTrain needs on a fresh Debian 12 machine with Python 3.11.
 #   scripts/setup.sh           Python packages (portal, core, the three frameworks) into .venv
-#   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests) and Slurm (dev cluster)
+#   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests) and Slurm with every
+#                              extra of the dev cluster (slurmdbd + MariaDB, slurmrestd, Lmod)
 # Idempotent: a second run with unchanged requirements installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,5 @@ if [[ $want_test == 1 ]]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  bash scripts/devcluster.sh install
+  bash scripts/devcluster.sh install --with all
 fi

@@ -31,6 +31,14 @@ Example ``flowtrain.toml``::
     [auth.local_users]                 # mode = "local": name = hash from portal.users.hash_password
     alice = "pbkdf2_sha256$200000$...$..."
 
+    [slurm]                            # how the Slurm executor reaches slurmctld (docs/pyslurm.md)
+    transport = "rest"                 # "auto" (default), "commands", "pyslurm" or "rest";
+                                       # FLOWTRAIN_SLURM_TRANSPORT overrides it
+    rest_url = "http://slurm-rest.example.org:6820"   # slurmrestd; FLOWTRAIN_SLURM_REST_URL overrides
+    rest_token = "scontrol"            # the JWT: "scontrol" (`scontrol token`, renewed before it
+                                       # expires), "env" ($SLURM_JWT) or a file holding it;
+                                       # FLOWTRAIN_SLURM_REST_TOKEN overrides
+
 Relative paths are resolved against the folder of the config file (or the working directory when
 there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
 errors: a misspelt setting must not be silently ignored.
@@ -54,6 +62,10 @@ CONFIG_ENV = "FLOWTRAIN_CONFIG"
 HOME_ENV = "FLOWTRAIN_HOME"
 SCHEDULER_ENV = "FLOWTRAIN_SCHEDULER"
 ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
+TRANSPORT_ENV = "FLOWTRAIN_SLURM_TRANSPORT"
+REST_URL_ENV = "FLOWTRAIN_SLURM_REST_URL"
+REST_TOKEN_ENV = "FLOWTRAIN_SLURM_REST_TOKEN"
+SLURM_TRANSPORTS = ("auto", "commands", "pyslurm", "rest")
 DEFAULT_HOME = "var"
 DEFAULT_DATA_ROOT = "data"
 DEFAULT_HEADER = "X-Remote-User"
@@ -77,6 +89,16 @@ class AuthSettings:
 
 
 @dataclass(frozen=True)
+class SlurmSettings:
+    """How the Slurm executor talks to the cluster (see :mod:`schedulers.slurm.pyslurm_transport`)."""
+
+    transport: str = "auto"  # one of SLURM_TRANSPORTS
+    rest_url: str | None = None  # slurmrestd, e.g. "http://127.0.0.1:6820"; needed by "rest"
+    rest_token: str = "scontrol"  # "scontrol", "env" ($SLURM_JWT) or an absolute file path
+    source: str = "(defaults)"  # where transport was set, for messages
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     data_roots: tuple[str, ...]  # absolute; may contain "{user}"
@@ -87,6 +109,7 @@ class Settings:
     environments: tuple[Environment, ...] = ()
     environments_source: str = "(built-in default)"
     auth: AuthSettings = field(default_factory=AuthSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
     config_path: Path | None = None
 
     @property
@@ -94,7 +117,8 @@ class Settings:
         return self.home / "runs"
 
 
-_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth"}
+_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "slurm"}
+_SLURM_KEYS = {"transport", "rest_url", "rest_token"}
 _DATA_KEYS = {"roots", "builtin_datasets", "users"}
 _AUTH_KEYS = {"mode", "header", "local_users"}
 
@@ -145,6 +169,7 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         environments=envs.environments,
         environments_source=envs.source,
         auth=_auth(doc, where),
+        slurm=_slurm(doc, env, base, work_dir, where),
         config_path=config_path,
     )
 
@@ -159,6 +184,41 @@ def flowtrain_home(environ: Mapping[str, str] | None = None, cwd: str | Path | N
     config_path, doc = _config_doc(None, env, work_dir)
     where = str(config_path) if config_path else "(defaults)"
     return _resolve_home(env, doc, config_path.parent if config_path else work_dir, work_dir, where)
+
+
+def slurm_settings(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> SlurmSettings:
+    """The ``[slurm]`` settings alone (the variables > the settings file > defaults), for the Slurm
+    executor, which needs them but not the rest."""
+    env = os.environ if environ is None else environ
+    work_dir = Path(cwd) if cwd is not None else Path.cwd()
+    config_path, doc = _config_doc(None, env, work_dir)
+    where = str(config_path) if config_path else "(defaults)"
+    if config_path is not None:
+        _check_keys(doc, _TOP_KEYS, "", where)
+    return _slurm(doc, env, config_path.parent if config_path else work_dir, work_dir, where)
+
+
+def _slurm(doc: Mapping[str, Any], env: Mapping[str, str], base: Path, work_dir: Path, where: str) -> SlurmSettings:
+    table = _table(doc, "slurm", where)
+    _check_keys(table, _SLURM_KEYS, "slurm.", where)
+    transport = _get(table, "transport", str, "auto", where, "slurm.")
+    source = f"{where}: slurm.transport" if "transport" in table else "(default)"
+    if env.get(TRANSPORT_ENV):
+        transport, source = env[TRANSPORT_ENV], TRANSPORT_ENV
+    transport = transport.strip().lower()
+    if transport not in SLURM_TRANSPORTS:
+        raise ConfigError(f"{source} = {transport!r} is not one of {', '.join(SLURM_TRANSPORTS)}")
+    url = env.get(REST_URL_ENV) or _get(table, "rest_url", str, "", where, "slurm.") or None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{REST_URL_ENV if env.get(REST_URL_ENV) else where + ': slurm.rest_url'} = {url!r} "
+                          "is not an http:// or https:// URL of slurmrestd")
+    token = env.get(REST_TOKEN_ENV) or _get(table, "rest_token", str, "scontrol", where, "slurm.")
+    if token not in ("scontrol", "env"):
+        token = str(_abs(token, work_dir if env.get(REST_TOKEN_ENV) else base))
+    if transport == "rest" and url is None:
+        raise ConfigError(f"{source} = \"rest\" needs the address of slurmrestd: set slurm.rest_url in the "
+                          f"settings file or {REST_URL_ENV} (e.g. http://127.0.0.1:6820)")
+    return SlurmSettings(transport=transport, rest_url=url, rest_token=token, source=source)
 
 
 def _config_doc(path: str | Path | None, env: Mapping[str, str], work_dir: Path) -> tuple[Path | None, dict[str, Any]]:

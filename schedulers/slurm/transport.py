@@ -1,10 +1,11 @@
 """The Slurm transport: the calls :class:`~schedulers.slurm.executor.SlurmExecutor` makes to slurmctld.
 
-Two transports implement it: :class:`~schedulers.slurm.commands.SlurmCommands` (Slurm's own
-client commands) and :class:`~schedulers.slurm.pyslurm_transport.PyslurmTransport` (libslurm
-through pyslurm); :func:`~schedulers.slurm.pyslurm_transport.choose_transport` picks one. A new
-transport (slurmrestd, say) implements exactly these methods; tests/schedulers/test_interfaces.py
-checks every transport against this list. Each method raises
+Three transports implement it: :class:`~schedulers.slurm.commands.SlurmCommands` (Slurm's own
+client commands), :class:`~schedulers.slurm.rest_transport.SlurmRestTransport` (slurmrestd, JWT) and
+:class:`~schedulers.slurm.pyslurm_transport.PyslurmTransport` (libslurm through pyslurm);
+:func:`~schedulers.slurm.pyslurm_transport.choose_transport` picks one from the settings. A new
+transport implements exactly these methods; tests/schedulers/test_interfaces.py checks every
+transport against this list. Each method raises
 :class:`~schedulers.base.SchedulerError`, naming the cause and the fix, when Slurm cannot answer.
 """
 
