@@ -41,7 +41,7 @@ from typing import Any
 
 import psutil
 
-from schedulers.base import JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.base import JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from settings import flowtrain_home
 
 REPO = Path(__file__).resolve().parents[1]
@@ -317,6 +317,10 @@ class LocalExecutor:
 
     def log_path(self, job_id: str) -> Path | None:
         return Path(self._load(job_id).run_dir) / LOG_NAME
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """``None``: the local machine keeps no accounting database (the run's times are the registry's)."""
+        return None
 
     # -- beyond the protocol ----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ everything it writes (``metrics.jsonl``, ``checkpoints/``, ``model/``, ``result.
 * ``runs``: one row per run — user, name, the spec (JSON) and its hash, framework, scheduler,
   partition, environment (interpreter), job id, state, exit code/signal, reason, restarts, the
   selector's reasons, timestamps (created/submitted/started/ended), run directory.
+  ``accounting``: the ended job's sacct record (elapsed, CPU time, max RSS, exit code, account, QoS).
 * ``run_states``: every state change with its time and a detail ("submitted as job 17",
   "requeued (restart 1)", …): a requeue stays visible.
 * ``metrics``: the records of ``metrics.jsonl``, read incrementally (the byte offset already read
@@ -39,7 +40,7 @@ from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from settings import flowtrain_home
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.accounting
 USER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LOG_TAIL_LINES = 30
@@ -71,7 +72,8 @@ CREATE TABLE IF NOT EXISTS runs (
     selection TEXT,
     log_tail TEXT,
     metrics_offset INTEGER NOT NULL DEFAULT 0,
-    metrics_count INTEGER NOT NULL DEFAULT 0
+    metrics_count INTEGER NOT NULL DEFAULT 0,
+    accounting TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
@@ -99,7 +101,8 @@ CREATE TABLE IF NOT EXISTS metrics (
 # Columns of a listing: everything but the (possibly large) spec.
 _LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
-    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count"
+    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
+    "accounting"
 )
 
 
@@ -155,6 +158,7 @@ class Run:
     log_tail: str | None = None
     metrics_count: int = 0
     spec_json: str | None = None  # only filled by RunRegistry.get
+    accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
 
     @property
     def is_final(self) -> bool:
@@ -274,7 +278,11 @@ class RunRegistry:
             raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
                                 f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
         # executescript runs outside a transaction; every statement is idempotent (IF NOT EXISTS).
-        db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        db.executescript(_SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        if "accounting" not in columns:  # a version-1 registry
+            db.execute("ALTER TABLE runs ADD COLUMN accounting TEXT")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- connections ------------------------------------------------------------------------------
 
@@ -611,6 +619,22 @@ class RunRegistry:
             tail = self.log_tail(run.id)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
+    def fetch_accounting(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None
+                         ) -> dict[str, Any] | None:
+        """The finished run's accounting record, asked of its executor once and kept; ``None`` until the
+        backend has one (never for local runs or without slurmdbd). Raises :class:`SchedulerError`."""
+        run = self.get(run_id, user)
+        executor = executors.get(run.scheduler)
+        if run.accounting is not None or not run.is_final or not run.job_id or executor is None:
+            return run.accounting
+        record = executor.accounting(run.job_id)
+        if record is None:
+            return None
+        doc = record.to_dict()
+        with self._tx() as db:
+            db.execute("UPDATE runs SET accounting=? WHERE id=?", (json.dumps(doc), run.id))
+        return doc
+
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
         run = self.get(run_id, user)
@@ -659,6 +683,7 @@ def _run(row: sqlite3.Row, with_spec: bool = False) -> Run:
         started=row["started"], ended=row["ended"], run_dir=Path(row["run_dir"]),
         selection=json.loads(row["selection"]) if row["selection"] else None, log_tail=row["log_tail"],
         metrics_count=row["metrics_count"], spec_json=row["spec"] if with_spec and "spec" in keys else None,
+        accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
     )
 
 

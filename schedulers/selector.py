@@ -26,6 +26,7 @@ from core.errors import FlowTrainError, Problem
 from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
+from schedulers.accounting import Accounting
 from schedulers.base import Resources
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
 from schedulers.utilisation import PartitionUtilisation
@@ -50,6 +51,8 @@ def resources_from_spec(spec: PipelineSpec) -> Resources:
         mem_mb=int(r.mem_gb * 1024) if r.mem_gb is not None else None,
         time_limit_min=r.time_limit_min,
         partition=r.partition,
+        account=r.account,
+        qos=r.qos,
     )
 
 
@@ -203,13 +206,16 @@ def select(
     scheduler: str = "slurm",
     require: str | None = None,
     support: SupportCheck | None = None,
+    accounting: Accounting | None = None,
 ) -> Selection:
     """Choose framework and partition for ``spec`` (see the module docstring for the policy).
 
     ``reports``: :func:`schedulers.discovery.discover`'s result. ``utilisation``: partition name →
     :class:`PartitionUtilisation` (for ``scheduler="local"``: ``{"local": …}``). ``preferred``:
     defaults to ``spec.training.framework`` unless ``auto``. ``require``: only this framework may
-    be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one).
+    be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one). ``accounting``:
+    the submitting user's associations and QoS (:mod:`schedulers.accounting`); a partition where the
+    cluster would refuse the request's account, QoS or size is infeasible, with the limit named.
     """
     if analysis is None:
         analysis = validate(spec)
@@ -227,6 +233,8 @@ def select(
     for part_name in sorted(utilisation):
         util = utilisation[part_name]
         problem = _fit_problem(util, res)
+        if accounting is not None:
+            problem = "; ".join(p for p in (problem, *accounting.problems(part_name, res)) if p)
         for fw in FRAMEWORKS:
             best = _best_env(fw, part_name, reports, scheduler, want_cuda=gpus > 0)
             info = best[1] if best else None

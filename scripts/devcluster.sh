@@ -162,7 +162,7 @@ extra_config() {
     if extra_on dbd; then
         cat <<EOF
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=5
+JobAcctGatherFrequency=task=1
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT

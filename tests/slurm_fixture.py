@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.commands import SlurmCommands, parse_scontrol_line
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,6 +109,11 @@ def _tidy(cmds: SlurmCommands) -> None:
     for node in cmds.nodes():
         if not node.available and node.reason.startswith(RESUMABLE_REASONS):
             scontrol_update(cmds, f"nodename={node.name}", {"State": "resume"})
+    # Account lists a test set on a partition (tests/schedulers/test_accounting.py); the dev cluster has none.
+    for line in cmds.run(["scontrol", "-o", "show", "partition"]).stdout.splitlines():
+        fields = parse_scontrol_line(line)
+        if fields.get("AllowAccounts", "ALL") != "ALL":
+            scontrol_update(cmds, f"partitionname={fields['PartitionName']}", {"AllowAccounts": "ALL"})
 
 
 def _lock(path: Path) -> int:

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from schedulers.base import SchedulerError
+from schedulers.base import JobAccounting, SchedulerError
 from schedulers.slurm.commands import (
     DEFAULT_TIMEOUT_S,
     START_HINT,
@@ -219,6 +219,10 @@ class PyslurmTransport:
     def sacct_job(self, job_id: str) -> SlurmJob | None:
         """Finished jobs come from accounting/jobcomp through ``sacct`` (see the module docstring)."""
         return self._sacct.sacct_job(job_id)
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """From slurmdbd through ``sacct``, as :meth:`sacct_job`."""
+        return self._sacct.accounting(job_id)
 
     # -- acting ----------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedulers.base import RunState, SchedulerError
+from schedulers.base import JobAccounting, RunState, SchedulerError
 from schedulers.slurm.commands import (
     DEFAULT_TIMEOUT_S,
     SlurmCommands,
@@ -264,6 +264,25 @@ def job_from_slurmdb_json(job: Mapping[str, Any]) -> SlurmJob:
     )
 
 
+def accounting_from_slurmdb_json(job: Mapping[str, Any]) -> JobAccounting | None:
+    """One element of ``GET /slurmdb/v0.0.38/job/{id}``'s ``jobs`` → its accounting record (largest
+    ``mem`` of the steps' per-task maxima as max RSS); ``None`` while the job has not ended."""
+    record = job_from_slurmdb_json(job)
+    if not record.state.is_final:
+        return None
+    times = job.get("time") or {}
+    total = times.get("total") or {}
+    rss = [t.get("count", 0) for step in job.get("steps") or []
+           for t in ((step.get("tres") or {}).get("requested") or {}).get("max") or [] if t.get("type") == "mem"]
+    return JobAccounting(
+        job_id=record.job_id, state=record.slurm_state, exit_code=record.exit_code, signal=record.signal,
+        elapsed_s=times.get("elapsed") if isinstance(times.get("elapsed"), int) else None,
+        cpu_time_s=(total.get("seconds", 0) + total.get("microseconds", 0) / 1e6) if total else None,
+        max_rss_mb=round(max(rss) / 1024 / 1024, 1) if rss else None,
+        account=str(job.get("account") or ""), qos=str(job.get("qos") or ""),
+    )
+
+
 # --- the transport -------------------------------------------------------------------------------
 
 
@@ -382,6 +401,15 @@ class SlurmRestTransport:
         if doc.get("errors") or not jobs:
             return None
         return job_from_slurmdb_json(jobs[-1])
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """The finished job from slurmdbd; ``None`` when it has no record of its end (yet)."""
+        doc = self.request("GET", f"/slurmdb/{API}/job/{_validate_job_id(job_id)}",
+                           benign=frozenset({_NOTHING_FOUND}))
+        jobs = doc.get("jobs") or []
+        if doc.get("errors") or not jobs:
+            return None
+        return accounting_from_slurmdb_json(jobs[-1])
 
     # -- acting ----------------------------------------------------------------------------------
 

@@ -147,8 +147,10 @@ def render_sbatch(
             raise ValueError(f"resources.{field_name} must be an integer >= {minimum}, got {value!r}")
     if r.mem_mb is not None and (not isinstance(r.mem_mb, int) or r.mem_mb < 1):
         raise ValueError(f"resources.mem_mb must be a positive integer (MB) or None, got {r.mem_mb!r}")
-    if r.partition is not None and not _PARTITION.fullmatch(r.partition):
-        raise ValueError(f"resources.partition {r.partition!r} is not a partition name ([A-Za-z0-9_.-])")
+    for field_name in ("partition", "account", "qos"):
+        value = getattr(r, field_name)
+        if value is not None and not _PARTITION.fullmatch(value):
+            raise ValueError(f"resources.{field_name} {value!r} is not a Slurm {field_name} name ([A-Za-z0-9_.-])")
     script = PurePosixPath(request.script)
     if script.is_absolute() or ".." in script.parts or not request.script.strip():
         raise ValueError(f"script {request.script!r} must be a relative path inside the run directory")
@@ -176,6 +178,8 @@ def render_sbatch(
         mem_mb=r.mem_mb,
         time_limit=_time_limit(r.time_limit_min),
         partition=r.partition,
+        account=r.account,
+        qos=r.qos,
         sbatch_run_dir=_sbatch_path(run_dir),
         sbatch_log=_sbatch_path(run_dir, "/" + LOG_PATTERN),
         requeue=requeue,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from schedulers.base import JobAccounting
 from schedulers.slurm.commands import SlurmJob
 
 
@@ -30,6 +31,10 @@ class SlurmTransport(Protocol):
 
     def sacct_job(self, job_id: str) -> SlurmJob | None:
         """A finished job from accounting (or the jobcomp file); ``None`` when unknown there too."""
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """A finished job's accounting record from slurmdbd; ``None`` without slurmdbd or before it
+        has recorded the job's end."""
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
         """Submit a batch script (its ``#SBATCH`` lines apply) from ``cwd``; return the job id."""
