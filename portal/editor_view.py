@@ -407,20 +407,23 @@ def graph_layer(ed: Editor) -> None:
 # --------------------------------------------------------------------------- training layer
 
 
-@st.cache_data(ttl=300, show_spinner=False)
-def slurm_accounts(home: str) -> Accounting | None:
-    """The submitting Slurm user's associations (``sacctmgr show assoc``), asked at most every 5 min."""
-    return accounting_for(Executors(home))
+@st.cache_data(ttl=120, show_spinner=False)
+def slurm_accounts(home: str) -> tuple[Accounting | None, str]:
+    """The submitting Slurm user's associations (``sacctmgr show assoc``), or why they cannot be read;
+    asked at most every 2 min (an unreachable controller costs seconds per call, not per rerun)."""
+    try:
+        return accounting_for(Executors(home)), ""
+    except SchedulerError as err:
+        return None, str(err)
 
 
 def account_fields(ed: Editor, settings: Settings) -> None:
     """Account and QoS: on a Slurm cluster with accounting, the user's own to choose from; else text."""
     acct = None
     if settings.scheduler == "slurm":
-        try:
-            acct = slurm_accounts(str(settings.home))
-        except SchedulerError as err:
-            st.caption(f"Accounts unavailable: {err}")
+        acct, why = slurm_accounts(str(settings.home))
+        if why:
+            st.caption(f"Accounts unavailable: {why}")
     if acct is None:
         field_input(ed, "training", ("resources", "account"), "Slurm account (empty = default)", kind="optional_str")
         field_input(ed, "training", ("resources", "qos"), "QoS (empty = default)", kind="optional_str")
