@@ -181,6 +181,8 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     for rep in reports:
         env = rep.environment
         where = ("local, " if env.local else "") + (",".join(env.partitions) if env.partitions else "all partitions")
+        if env.module:
+            where = f"module {env.module}; {where}"
         for fw in FRAMEWORKS:
             info = rep.frameworks.get(fw)
             if info is None:

@@ -85,6 +85,8 @@ class JobRequest:
     script: str = "train.py"
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    module: str | None = None  # an Lmod module job.sbatch loads before the launch line
+    modulepath: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

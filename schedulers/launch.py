@@ -187,6 +187,7 @@ def submit_run(
         request = JobRequest(
             run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
             resources=replace(selection.resources, partition=partition), args=tuple(args),
+            module=selection.module, modulepath=selection.modulepath,
         )
         job_id = executor.submit(request)
     except Exception as exc:

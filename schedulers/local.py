@@ -269,6 +269,8 @@ class LocalExecutor:
         """Queue the job; it starts at once when the machine has room, else when room frees up."""
         r = request.resources
         run_dir = Path(request.run_dir).resolve()
+        if request.module is not None:
+            raise SchedulerError(f"the local executor loads no environment modules ({request.module}); run it on Slurm")
         if not run_dir.is_dir():
             raise SchedulerError(f"run directory {run_dir} does not exist; generate the program into it first")
         if not (run_dir / request.script).is_file():

@@ -81,6 +81,8 @@ class Candidate:
     allowed: bool = True  # not excluded by --framework / a requested partition
     rank: int | None = None  # 1 = chosen; None = infeasible
     reason: str = ""
+    module: str | None = None  # the Lmod module the environment loads
+    modulepath: tuple[str, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -99,6 +101,8 @@ class Selection:
     reasons: list[str]
     candidates: list[Candidate]
     resources: Resources = field(default_factory=Resources)
+    module: str | None = None  # the chosen environment's Lmod module, loaded by job.sbatch
+    modulepath: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -118,6 +122,8 @@ class Selection:
             "python": self.python,
             "reasons": list(self.reasons),
             "resources": asdict(self.resources),
+            "module": self.module,
+            "modulepath": list(self.modulepath),
             "candidates": [c.to_dict() for c in self.candidates],
         }
 
@@ -179,6 +185,8 @@ def _words(c: Candidate, res: Resources) -> str:
     if not c.installed:
         return f"{head}: not installed in any environment that reaches {c.partition}"
     what = f"{c.framework} {c.version or ''} ({c.build} build)".replace("  ", " ")
+    if c.module:
+        what += f" from module {c.module}"
     if not c.supported:
         shown = ", ".join(c.unsupported[:4]) + (f", … {len(c.unsupported) - 4} more" if len(c.unsupported) > 4 else "")
         return f"{head}: {what} cannot express {len(c.unsupported)} node(s): {shown}"
@@ -256,6 +264,8 @@ def select(
                 total_cpus=util.total_cpus, pending_jobs=util.pending_jobs, default_partition=util.default,
                 gpu_build_ok=gpus == 0 or bool(info and info.cuda),
                 preferred=fw == preferred, allowed=not excluded,
+                module=best[0].environment.module if best else None,
+                modulepath=best[0].environment.modulepath if best else (),
             ))
 
     order = {fw: i for i, fw in enumerate(FRAMEWORKS)}
@@ -286,7 +296,8 @@ def select(
     best = ranked[0]
     lines = [_headline(best, ranked, preferred, res)]
     lines += [f"  - {c.reason}" for c in ranked]
-    return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res)
+    return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res,
+                     module=best.module, modulepath=best.modulepath)
 
 
 def _short(problem: Problem) -> str:

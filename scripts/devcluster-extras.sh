@@ -312,7 +312,47 @@ extras_env() {
     return 0
 }
 
-# Lmod module files (filled in by write_modules below).
+# --- Lmod module files (lmod) ------------------------------------------------------------------
+
+# One module per framework, each a python3 that has that framework and not the other two; tree
+# gpu (for partition gpu) has torch, keras and paddle, tree cpu (partition cpu) lacks paddle. All
+# use the project's .venv (it has the three frameworks); a module hides the others by putting
+# packages first on PYTHONPATH that fail to import as a missing one does (ModuleNotFoundError).
+MODULE_PYTHON="${FLOWTRAIN_DEVCLUSTER_PYTHON:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python}"
+declare -A FW_DIST=([torch]=torch [keras]=keras [paddle]=paddlepaddle)
+declare -A FW_PACKAGES=([torch]=torch [keras]="tensorflow keras" [paddle]=paddle)
+declare -A MODULE_TREES=([gpu]="torch keras paddle" [cpu]="torch keras")
+
 write_modules() {
-    mkdir -p "$MODULE_DIR"
+    [[ -x $MODULE_PYTHON ]] || die "no interpreter at $MODULE_PYTHON for the module files; run scripts/setup.sh first (or set FLOWTRAIN_DEVCLUSTER_PYTHON)"
+    local tmp=$MODULE_DIR.tmp fw other pkg version tree
+    rm -rf "$tmp"
+    mkdir -p "$tmp/bin"
+    printf '#!/bin/sh\nexec %q "$@"\n' "$MODULE_PYTHON" >"$tmp/bin/python3"
+    chmod 0755 "$tmp/bin/python3"
+    for fw in torch keras paddle; do
+        version=$("$MODULE_PYTHON" -c "import importlib.metadata as m; print(m.version('${FW_DIST[$fw]}'))" 2>/dev/null) ||
+            die "$MODULE_PYTHON has no ${FW_DIST[$fw]}; the module files need all three frameworks (scripts/setup.sh)"
+        version=${version%%+*} # 2.13.0+cpu: the local build tag is no part of a module version
+        for other in torch keras paddle; do
+            [[ $other == "$fw" ]] && continue
+            for pkg in ${FW_PACKAGES[$other]}; do
+                mkdir -p "$tmp/lib/only-$fw/$pkg"
+                printf 'raise ModuleNotFoundError("No module named %s (not in this environment module)", name="%s")\n' \
+                    "'$pkg'" "$pkg" >"$tmp/lib/only-$fw/$pkg/__init__.py"
+            done
+        done
+        for tree in "${!MODULE_TREES[@]}"; do
+            [[ " ${MODULE_TREES[$tree]} " == *" $fw "* ]] || continue
+            mkdir -p "$tmp/$tree/$fw"
+            cat >"$tmp/$tree/$fw/$version.lua" <<EOF
+whatis("Description: $fw $version for FlowTrain's dev cluster (python3 with $fw only)")
+help([[python3 with $fw $version; the other frameworks are not part of this module.]])
+prepend_path("PATH", "$MODULE_DIR/bin")
+prepend_path("PYTHONPATH", "$MODULE_DIR/lib/only-$fw")
+EOF
+        done
+    done
+    rm -rf "$MODULE_DIR"
+    mv "$tmp" "$MODULE_DIR"
 }

@@ -26,6 +26,7 @@ import jinja2
 from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from schedulers.base import JobRequest
+from schedulers.modules import sbatch_lines
 from schedulers.selector import resources_from_spec
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
@@ -40,6 +41,7 @@ _SAFE_SBATCH = re.compile(r"[A-Za-z0-9_./:@+=,\-]+")
 _BAD_PATH_CHARS = re.compile(r'["\\%#\x00-\x1f\x7f]')
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTITION = re.compile(r"[A-Za-z0-9_.\-]+")
+_MODULE = re.compile(r"[A-Za-z0-9_.+\-]+(/[A-Za-z0-9_.+\-]+)*")
 
 
 def log_file_name(job_id: str) -> str:
@@ -160,6 +162,8 @@ def render_sbatch(
     if signal is not None and not re.fullmatch(r"(B:|R:|RB:)?[A-Z0-9]+(@\d+)?", signal):
         raise ValueError(f"signal {signal!r} is not an sbatch --signal value like 'B:USR1@120'")
 
+    if request.module is not None and not _MODULE.fullmatch(request.module):
+        raise ValueError(f"module {request.module!r} is not an Lmod module name like torch/2.13.0")
     run_dir = str(Path(request.run_dir).resolve())
     procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
     launch = _launch(request, python or sys.executable, procs)
@@ -191,6 +195,8 @@ def render_sbatch(
         env=[(k, shlex.quote(v)) for k, v in request.env],
         distributed=launch.distributed,
         launch=launch.line,
+        module=request.module,
+        module_lines=sbatch_lines(request.module, request.modulepath) if request.module else [],
     )
 
 
