@@ -25,8 +25,9 @@ Example ``flowtrain.toml``::
     roots = ["/project/vision"]
 
     [auth]
-    mode = "header"                    # "header": trust a reverse proxy (Open OnDemand); "local"
-    header = "X-Remote-User"
+    mode = "header"                    # "header": trust a reverse proxy (Open OnDemand); "local";
+    header = "X-Remote-User"           # "session": one user's own portal (the OnDemand app), each
+    # secret_file = "secret"           # browser session shows the secret in this file (?secret=...)
 
     [auth.local_users]                 # mode = "local": name = hash from portal.users.hash_password
     alice = "pbkdf2_sha256$200000$...$..."
@@ -71,7 +72,7 @@ DEFAULT_DATA_ROOT = "data"
 DEFAULT_HEADER = "X-Remote-User"
 
 Scheduler = Literal["local", "slurm"]
-AuthMode = Literal["header", "local"]
+AuthMode = Literal["header", "local", "session"]
 
 
 class ConfigError(FlowTrainError):
@@ -86,6 +87,9 @@ class AuthSettings:
     header: str = DEFAULT_HEADER
     # name -> password hash (portal.users.hash_password). Empty: the portal's OS user, no login form.
     local_users: Mapping[str, str] = field(default_factory=dict)
+    # mode "session": the file holding the secret a browser session must present (the portal's OS
+    # user is the only user; deploy/ondemand/flowtrain writes it per session).
+    secret_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ class Settings:
 _TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "slurm"}
 _SLURM_KEYS = {"transport", "rest_url", "rest_token"}
 _DATA_KEYS = {"roots", "builtin_datasets", "users"}
-_AUTH_KEYS = {"mode", "header", "local_users"}
+_AUTH_KEYS = {"mode", "header", "local_users", "secret_file"}
 
 
 def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
@@ -168,7 +172,7 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         environments_file=environments_file,
         environments=envs.environments,
         environments_source=envs.source,
-        auth=_auth(doc, where),
+        auth=_auth(doc, where, base),
         slurm=_slurm(doc, env, base, work_dir, where),
         config_path=config_path,
     )
@@ -247,13 +251,18 @@ def _resolve_scheduler(env: Mapping[str, str], file_scheduler: str, envs: Enviro
     return file_scheduler or envs.scheduler or "local"
 
 
-def _auth(doc: Mapping[str, Any], where: str) -> AuthSettings:
+def _auth(doc: Mapping[str, Any], where: str, base: Path) -> AuthSettings:
     auth_doc = _table(doc, "auth", where)
     _check_keys(auth_doc, _AUTH_KEYS, "auth.", where)
     mode = _get(auth_doc, "mode", str, "local", where, "auth.")
-    if mode not in ("header", "local"):
+    if mode not in ("header", "local", "session"):
         raise ConfigError(f"{where}: auth.mode = {mode!r} is not known; expected \"header\" (behind a reverse "
-                          "proxy that sets the user header) or \"local\"")
+                          "proxy that sets the user header), \"local\" or \"session\" (one user's own portal, "
+                          "opened with a per-session secret)")
+    secret = _get(auth_doc, "secret_file", str, "", where, "auth.")
+    if mode == "session" and not secret:
+        raise ConfigError(f"{where}: auth.mode = \"session\" needs auth.secret_file, the file holding the secret "
+                          "that opens the portal")
     header = _get(auth_doc, "header", str, DEFAULT_HEADER, where, "auth.")
     if not header or any(c in header for c in " :\r\n"):
         raise ConfigError(f"{where}: auth.header = {header!r} is not an HTTP header name")
@@ -262,7 +271,8 @@ def _auth(doc: Mapping[str, Any], where: str) -> AuthSettings:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: auth.local_users.{name} must be a password hash string "
                               "(from portal.users.hash_password)")
-    return AuthSettings(mode=mode, header=header, local_users=dict(local_users))  # type: ignore[arg-type]
+    return AuthSettings(mode=mode, header=header, local_users=dict(local_users),  # type: ignore[arg-type]
+                        secret_file=_abs(secret, base) if secret else None)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
