@@ -149,11 +149,19 @@ cmd_install() {
 # --- start ---------------------------------------------------------------------------------
 
 check_binaries() {
-    local b
-    for b in munged munge unmunge slurmctld slurmd sinfo scontrol sbatch; do
+    local b wanted=(munged munge unmunge slurmctld slurmd sinfo scontrol sbatch)
+    extra_on dbd && wanted+=(slurmdbd sacctmgr mariadbd mariadb-install-db mariadb)
+    extra_on rest && wanted+=(slurmrestd setpriv)
+    for b in "${wanted[@]}"; do
         command -v "$b" >/dev/null ||
-            die "'$b' not found; install the packages first: scripts/devcluster.sh install"
+            die "'$b' not found; install the packages first: scripts/devcluster.sh install${EXTRAS[*]:+ --with $(IFS=,; echo "${EXTRAS[*]}")}"
     done
+    if extra_on rest && [[ ! -f /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so && -d /usr/lib/x86_64-linux-gnu/slurm-wlm ]]; then
+        die "Slurm's auth/jwt plugin is missing; install it: scripts/devcluster.sh install --with rest (slurm-wlm-jwt-plugin)"
+    fi
+    if extra_on lmod && [[ ! -x ${LMOD_PKG:-/usr/share/lmod/lmod}/libexec/spider ]]; then
+        die "Lmod is not installed; install it: scripts/devcluster.sh install --with lmod"
+    fi
 }
 
 # The slurm.conf lines that depend on the extras: accounting through slurmdbd (with per-task
