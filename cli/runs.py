@@ -1,4 +1,4 @@
-"""Run commands: frameworks, select, run, runs, status, logs, cancel.
+"""Run commands: frameworks, accounts, select, run, runs, status, logs, cancel.
 
 Settings (home, scheduler, environments) come from :mod:`settings`, exactly as the portal reads them.
 The user is the OS user running the command; ``--user NAME`` and ``--all-users`` are for the
@@ -19,9 +19,10 @@ from core.errors import CommandError, FlowTrainError
 from core.frameworks import FRAMEWORKS
 from core.load import load_spec, spec_from_dict
 from core.spec import PipelineSpec
+from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
-from schedulers.launch import Executors, plan, submit_run, wait_for_run
+from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.runs import Run, RunRegistry, StateChange, tail_file
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import acting_user, listing_user
@@ -63,6 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--refresh", action="store_true", help="probe again instead of using the cache")
     p.set_defaults(handler=_scheduler_errors(cmd_frameworks))
+
+    p = sub.add_parser("accounts", help="the Slurm accounts and QoS you may use (from slurmdbd)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_scheduler_errors(cmd_accounts))
 
     p = sub.add_parser("select", help="which framework and partition would run SPEC, and why")
     p.add_argument("spec")
@@ -181,6 +186,8 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     for rep in reports:
         env = rep.environment
         where = ("local, " if env.local else "") + (",".join(env.partitions) if env.partitions else "all partitions")
+        if env.module:
+            where = f"module {env.module}; {where}"
         for fw in FRAMEWORKS:
             info = rep.frameworks.get(fw)
             if info is None:
@@ -193,6 +200,22 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
         cached = "cached" if rep.from_cache else "probed"
         py = f"Python {rep.python_version}" if rep.python_version else "Python ?"
         print(f"{rep.environment.name}: {rep.environment.python} ({py}; {cached} {_age(rep.probed_at)})")
+    return 0
+
+
+def cmd_accounts(args: argparse.Namespace) -> int:
+    """What ``sacctmgr show assoc`` says the submitting Slurm user may charge (training.resources
+    ``account`` and ``qos``)."""
+    acct = accounting_for(Executors(load_settings().home))
+    if acct is None:
+        raise CommandError("this cluster keeps no accounting database (AccountingStorageType=accounting_storage/none): "
+                           "it has no accounts or QoS to choose from", exit_code=1)
+    if args.json:
+        print(json.dumps(acct.to_dict(), indent=2))
+        return 0
+    rows = [(a, "yes" if a == acct.default_account else "", ", ".join(acct.qos_of(a))) for a in acct.accounts]
+    print(f"Slurm user {acct.user} on cluster {acct.cluster}:")
+    print(_table(rows, ("ACCOUNT", "DEFAULT", "QOS (default first)")) if rows else "  no associations")
     return 0
 
 
@@ -284,6 +307,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     registry.get(args.run, user)  # ownership first: "not found" for another user's run
     _reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
     registry.sync_metrics(args.run)
+    try:
+        registry.fetch_accounting(args.run, _executors(registry), user)
+    except SchedulerError as exc:
+        print(f"warning: no accounting record: {exc}", file=sys.stderr)
     run = registry.get(args.run, user)
     history = registry.history(run.id)
     artifacts = registry.artifacts(run.id)
@@ -306,6 +333,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  directory  {run.run_dir}")
     print(f"  created {_age(run.created)}  started {_age(run.started)}  ended {_age(run.ended)}  "
           f"time {_dur(run.duration)}")
+    if run.accounting:
+        print("  sacct      " + record_words(run.accounting))
     print("history:")
     for h in history:
         print(f"  {_age(h.time)}  {h.state:<9}  {h.detail}")

@@ -203,13 +203,22 @@ class ModelSpec(Strict):
 # --------------------------------------------------------------------------- training layer
 
 
+SlurmName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+
 class ResourcesSpec(Strict):
+    """What the job asks of the cluster. ``account`` and ``qos`` are Slurm's (``--account``,
+    ``--qos``); ``None`` leaves them to the user's defaults in the accounting database. Optional with
+    defaults, so documents written before they existed stay schema version 1."""
+
     nodes: Annotated[int, Field(ge=1, le=4096)] = 1
     gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 0
     cpus_per_task: Annotated[int, Field(ge=1, le=1024)] = 2
     mem_gb: Annotated[float, Field(gt=0, le=65_536)] | None = None
     time_limit_min: Annotated[int, Field(ge=1, le=525_600)] = 60
-    partition: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+    partition: SlurmName | None = None
+    account: SlurmName | None = None
+    qos: SlurmName | None = None
 
 
 class OptimizerSpec(Strict):
@@ -300,6 +309,10 @@ class PipelineSpec(Strict):
         for node in doc["model"]["nodes"]:
             node.pop("position", None)
             node.pop("label", None)
+        resources = doc["training"]["resources"]
+        for key in ("account", "qos"):  # added within version 1: unset hashes as before they existed
+            if resources.get(key) is None:
+                resources.pop(key, None)
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -15,6 +15,8 @@ from portal.session import SIGNED_IN_KEY, USER_KEY
 from portal.users import AccessError, LoginThrottle
 from settings import Settings
 
+SECRET_OK_KEY = "portal.session_secret_ok"
+
 
 @st.cache_resource(show_spinner=False)
 def login_throttle() -> LoginThrottle:
@@ -30,6 +32,19 @@ def request_headers() -> list[tuple[str, str]]:
 
 def sign_in(settings: Settings) -> str:
     """Set ``st.session_state[USER_KEY]`` for this run, or show why not / a login form and stop."""
+    if settings.auth.mode == "session":
+        # One user's own portal (the Open OnDemand app): the browser session shows the secret once,
+        # in the Connect button's ?secret=…; the portal's OS user is the user.
+        if not st.session_state.get(SECRET_OK_KEY):
+            try:
+                users.check_session_secret(st.query_params.get("secret", ""), settings)
+            except AccessError as err:
+                st.error(str(err))
+                st.stop()
+            st.session_state[SECRET_OK_KEY] = True
+        name = users.default_local_user()
+        st.session_state[USER_KEY] = name
+        return name
     if settings.auth.mode == "header":
         try:
             name = users.user_from_request(request_headers(), st.context.ip_address, settings)

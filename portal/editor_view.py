@@ -20,6 +20,9 @@ from portal import canvas, dataprobe, limits, users
 from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
 from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
 from portal.session import reset_widgets
+from schedulers.accounting import Accounting
+from schedulers.base import SchedulerError
+from schedulers.launch import Executors, accounting_for
 from settings import Settings
 from settings.access import pin_source
 
@@ -423,7 +426,35 @@ def graph_layer(ed: Editor) -> None:
 # --------------------------------------------------------------------------- training layer
 
 
-def training_layer(ed: Editor) -> None:
+@st.cache_data(ttl=120, show_spinner=False)
+def slurm_accounts(home: str) -> tuple[Accounting | None, str]:
+    """The submitting Slurm user's associations (``sacctmgr show assoc``), or why they cannot be read;
+    asked at most every 2 min (an unreachable controller costs seconds per call, not per rerun)."""
+    try:
+        return accounting_for(Executors(home)), ""
+    except SchedulerError as err:
+        return None, str(err)
+
+
+def account_fields(ed: Editor, settings: Settings) -> None:
+    """Account and QoS: on a Slurm cluster with accounting, the user's own to choose from; else text."""
+    acct = None
+    if settings.scheduler == "slurm":
+        acct, why = slurm_accounts(str(settings.home))
+        if why:
+            st.caption(f"Accounts unavailable: {why}")
+    if acct is None:
+        field_input(ed, "training", ("resources", "account"), "Slurm account (empty = default)", kind="optional_str")
+        field_input(ed, "training", ("resources", "qos"), "QoS (empty = default)", kind="optional_str")
+        return
+    chosen = ed.doc["training"].get("resources", {}).get("account") or acct.default_account or ""
+    field_input(ed, "training", ("resources", "account"), "Slurm account", kind="select", options=[None, *acct.accounts],
+                help=f"None: your default account ({acct.default_account or 'none'}). From sacctmgr show assoc.")
+    field_input(ed, "training", ("resources", "qos"), "QoS", kind="select", options=[None, *acct.qos_of(chosen)],
+                help=f"QoS that account {chosen} allows you; None: its default.")
+
+
+def training_layer(ed: Editor, settings: Settings) -> None:
     st.subheader("3 · Training layer", anchor="training-layer")
     notices(ed, "training")
     c1, c2, c3, c4 = st.columns(4)
@@ -436,6 +467,7 @@ def training_layer(ed: Editor) -> None:
         field_input(ed, "training", ("resources", "time_limit_min"), "Time limit (minutes)", min_value=1,
                     max_value=525_600)
         field_input(ed, "training", ("resources", "partition"), "Partition (empty = choose)", kind="optional_str")
+        account_fields(ed, settings)
     with c2:
         st.markdown("**Loop**")
         field_input(ed, "training", ("framework",), "Framework", kind="select",
@@ -492,7 +524,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     st.divider()
     graph_layer(ed)
     st.divider()
-    training_layer(ed)
+    training_layer(ed, settings)
 
 
 def summary_badge(ed: Editor) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from core.frameworks import FRAMEWORKS
 from portal import limits
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
+from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.runs import Run, RunNotFound, RunRegistry
 from settings import Settings
@@ -250,6 +251,14 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
     if run.state in (RunState.FAILED, RunState.TIMEOUT, RunState.NODE_FAIL, RunState.CANCELLED):
         code = f"signal {run.signal}" if run.signal is not None else f"exit code {run.exit_code}"
         st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
+    if run.is_final and run.scheduler == "slurm":
+        try:
+            record = registry.fetch_accounting(run.id, executors, user)
+        except SchedulerError as err:
+            st.warning(f"No accounting record: {err}")
+        else:
+            if record:
+                st.caption("Slurm accounting: " + record_words(record))
     rows = curve_rows(records)
     metrics = metrics_present(rows)
     if metrics:

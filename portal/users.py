@@ -89,6 +89,21 @@ def user_from_request(headers: Iterable[tuple[str, str]], peer: str | None, sett
     return check_user_name(values[0].strip())
 
 
+def check_session_secret(given: str, settings: Settings) -> None:
+    """Raise :class:`AccessError` unless ``given`` is the secret of this portal session
+    (``auth.mode = "session"``: the file ``auth.secret_file`` holds it)."""
+    path = settings.auth.secret_file
+    try:
+        expected = path.read_text(encoding="utf-8").strip() if path else ""
+    except OSError as exc:
+        raise AccessError(f"the session secret ({path}) cannot be read: {exc.strerror}; restart the session") from None
+    if len(expected) < 16:
+        raise AccessError(f"the session secret in {path} is missing or shorter than 16 characters; restart the session")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise AccessError("this FlowTrain session belongs to the user who started it: open it with the Connect button "
+                          "of that Open OnDemand session (the request carried no valid session secret)")
+
+
 def default_local_user() -> str:
     """The portal process's own OS user: the only user of a standalone portal without logins."""
     try:

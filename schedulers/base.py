@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -52,6 +52,26 @@ class Resources:
     mem_mb: int | None = None
     time_limit_min: int = 60
     partition: str | None = None
+    account: str | None = None  # Slurm account charged (None: the user's default)
+    qos: str | None = None  # Slurm QoS (None: the association's default)
+
+
+@dataclass(frozen=True)
+class JobAccounting:
+    """A finished job as the accounting database has it (``sacct``): what it cost and how it ended."""
+
+    job_id: str
+    state: str  # Slurm's word: COMPLETED, FAILED, ...
+    exit_code: int | None  # None when unknown (or killed by a signal)
+    signal: int | None
+    elapsed_s: int | None  # wall-clock time
+    cpu_time_s: float | None  # CPU time used (user + system, all tasks)
+    max_rss_mb: float | None  # largest resident set of any task
+    account: str = ""
+    qos: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,8 @@ class JobRequest:
     script: str = "train.py"
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    module: str | None = None  # an Lmod module job.sbatch loads before the launch line
+    modulepath: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,3 +128,7 @@ class Executor(Protocol):
 
     def log_path(self, job_id: str) -> Path | None:
         """The job's combined stdout/stderr file, if known."""
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """The finished job's accounting record (elapsed, CPU time, max RSS, exit code); ``None`` where
+        the backend keeps none (no slurmdbd, the local executor) or has none yet."""

@@ -7,7 +7,9 @@ The three probes of an environment run in parallel, each with a timeout. Results
 default one hour): importing tensorflow takes seconds, the portal asks often.
 
 An environment whose ``probe`` is ``srun`` is probed by a short Slurm job on its first partition
-(``srun -p PART``), for interpreters that exist only on compute nodes.
+(``srun -p PART``), for interpreters that exist only on compute nodes. An environment from an Lmod
+module is probed with its module loaded (:mod:`schedulers.modules`); one that stands for a tree of
+modules (``modules``) is first expanded into one environment per module there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from core.frameworks import FRAMEWORKS
 from schedulers.base import SchedulerError
+from schedulers.modules import expand, load_and_exec
 from settings import Environment, flowtrain_home, load_settings
 
 DEFAULT_TTL_S = 3600.0
@@ -168,16 +171,19 @@ def _parse_probe(
     return info, doc.get("python_version")
 
 
-def probe_framework(python: str, framework: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[FrameworkInfo, str | None]:
-    """Import ``framework`` in a fresh ``python`` process; return what it found and the Python version.
+def probe_framework(python: str, framework: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                    module_env: Environment | None = None) -> tuple[FrameworkInfo, str | None]:
+    """Import ``framework`` in a fresh ``python`` process (with ``module_env``'s module loaded, when it
+    has one); return what it found and the Python version.
 
     A missing interpreter or a timeout is reported in ``FrameworkInfo.error`` (``installed=False``);
     it is never raised: one broken environment must not hide the others.
     """
     env = {**os.environ, **PROBE_ENV}
+    argv = [python, "-c", PROBE_SCRIPT, framework]
     try:
-        proc = subprocess.run([python, "-c", PROBE_SCRIPT, framework], capture_output=True, text=True,
-                              timeout=timeout_s, env=env, stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(load_and_exec(module_env, argv) if module_env else argv, capture_output=True,
+                              text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL, check=False)
     except FileNotFoundError:
         return FrameworkInfo(framework, installed=False, error=f"interpreter {python} not found; fix the "
                              "environment's python path (FLOWTRAIN_ENVIRONMENTS)"), None
@@ -200,7 +206,7 @@ def probe_framework_srun(env: Environment, framework: str, timeout_s: float = DE
     args = ["srun", f"--partition={partition}", "--nodes=1", "--ntasks=1", "--time=5",
             f"--immediate={wait}", "--job-name=flowtrain-probe", "--quiet",
             f"--export=ALL,{','.join(f'{k}={v}' for k, v in PROBE_ENV.items())}",
-            env.python, "-c", PROBE_SCRIPT, framework]
+            *load_and_exec(env, [env.python, "-c", PROBE_SCRIPT, framework])]
     try:
         proc = cmds.run(args, timeout_s=timeout_s, clean_job_env=True)
     except SchedulerError as exc:
@@ -226,7 +232,7 @@ def probe_environment(env: Environment, timeout_s: float = DEFAULT_TIMEOUT_S,
     def one(fw: str) -> tuple[FrameworkInfo, str | None]:
         if env.probe == "srun":
             return probe_framework_srun(env, fw, timeout_s, commands)
-        return probe_framework(env.python, fw, timeout_s)
+        return probe_framework(env.python, fw, timeout_s, module_env=env)
 
     with ThreadPoolExecutor(max_workers=len(frameworks)) as pool:
         results = list(pool.map(one, frameworks))
@@ -266,7 +272,8 @@ def _cache_key(env: Environment) -> str:
         stamp = f"{st.st_mtime_ns}"
     except OSError:
         stamp = "missing"
-    return f"{env.probe}|{','.join(env.partitions) if env.probe == 'srun' else ''}|{python}|{stamp}"
+    key = f"{env.probe}|{','.join(env.partitions) if env.probe == 'srun' else ''}|{python}|{stamp}"
+    return f"{key}|module {env.module}|{':'.join(env.modulepath)}" if env.module else key
 
 
 def _load_cache(path: Path) -> dict[str, Any]:
@@ -308,7 +315,7 @@ def discover(
     Probes that failed (timeout, crash, Slurm unreachable) are not cached, so the next call tries
     again; "not installed" answers are.
     """
-    envs = list(load_settings().environments if environments is None else environments)
+    envs = expand(load_settings().environments if environments is None else environments)
     ttl = _ttl() if ttl_s is None else ttl_s
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     cache = _load_cache(path)

@@ -13,11 +13,12 @@ silent switch to the local machine.
 
 from __future__ import annotations
 
+import getpass
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
@@ -29,6 +30,10 @@ from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.utilisation import PartitionUtilisation
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import pin_source
+
+if TYPE_CHECKING:
+    from schedulers.accounting import Accounting
+    from schedulers.slurm.commands import SlurmCommands
 
 
 class Executors(Mapping[str, Executor]):
@@ -76,15 +81,40 @@ def utilisation_for(scheduler: str, executors: Executors) -> dict[str, Partition
         if not isinstance(local, LocalExecutor):
             raise SchedulerError(f"the local executor is a {type(local).__name__}; it cannot report utilisation")
         return {LOCAL_PARTITION: local.utilisation()}
-    from schedulers.slurm.commands import SlurmCommands
-    from schedulers.slurm.executor import SlurmExecutor
     from schedulers.utilisation import slurm_utilisation
 
     # Nodes and partitions are read with Slurm's commands whichever transport submits the jobs
     # (``SLURM_CONF`` names the cluster for both; pyslurm sets it when it loads).
+    return slurm_utilisation(slurm_commands(executors))
+
+
+def slurm_commands(executors: Executors) -> SlurmCommands:
+    """Slurm's commands for the cluster the Slurm executor drives (nodes, partitions and accounting
+    are read with them whichever transport submits the jobs; ``SLURM_CONF`` names the cluster)."""
+    from schedulers.slurm.commands import SlurmCommands
+    from schedulers.slurm.executor import SlurmExecutor
+
     slurm = executors["slurm"]
     transport = slurm.commands if isinstance(slurm, SlurmExecutor) else None
-    return slurm_utilisation(transport if isinstance(transport, SlurmCommands) else None)
+    return transport if isinstance(transport, SlurmCommands) else SlurmCommands(slurm_conf=executors.slurm_conf)
+
+
+def submitting_user(executors: Executors) -> str:
+    """The Slurm user jobs are submitted as: the REST transport's token user, else this process's."""
+    from schedulers.slurm.executor import SlurmExecutor
+    from schedulers.slurm.rest_transport import SlurmRestTransport
+
+    slurm = executors["slurm"]
+    if isinstance(slurm, SlurmExecutor) and isinstance(slurm.commands, SlurmRestTransport):
+        return slurm.commands.user
+    return getpass.getuser()
+
+
+def accounting_for(executors: Executors, user: str | None = None) -> Accounting | None:
+    """The submitting Slurm user's (or ``user``'s) accounts, QoS and limits; ``None`` without slurmdbd."""
+    from schedulers.accounting import read_accounting
+
+    return read_accounting(user or submitting_user(executors), slurm_commands(executors))
 
 
 def plan(
@@ -97,11 +127,13 @@ def plan(
     settings: Settings | None = None,
     reports: Sequence[EnvironmentReport] | None = None,
     refresh: bool = False,
+    slurm_user: str | None = None,
 ) -> Selection:
-    """Discovery (cached) + the scheduler's utilisation + :func:`select`.
+    """Discovery (cached) + the scheduler's utilisation (+ accounting on Slurm) + :func:`select`.
 
     ``framework``: ``None``/``"auto"`` lets the selector choose (``spec.training.framework`` counts
-    as a preference); a framework name is required, not preferred.
+    as a preference); a framework name is required, not preferred. ``slurm_user``: whose accounts and
+    limits apply (default: the user the Slurm transport submits as).
     """
     settings = settings or load_settings()
     scheduler = scheduler or settings.scheduler
@@ -111,8 +143,9 @@ def plan(
     if reports is None:
         reports = discover(settings.environments, refresh=refresh)
     util = utilisation_for(scheduler, executors)
+    accounting = accounting_for(executors, slurm_user) if scheduler == "slurm" else None
     require = None if framework in (None, "auto") else framework
-    return select(spec, analysis, reports, util, scheduler=scheduler, require=require)
+    return select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting)
 
 
 def submit_run(
@@ -162,6 +195,7 @@ def submit_run(
         request = JobRequest(
             run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
             resources=replace(selection.resources, partition=partition), args=tuple(args),
+            module=selection.module, modulepath=selection.modulepath,
         )
         job_id = executor.submit(request)
     except Exception as exc:

@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from schedulers.base import JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.base import JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 from settings import flowtrain_home
 
@@ -273,6 +273,8 @@ class LocalExecutor:
         """Queue the job; it starts at once when the machine has room, else when room frees up."""
         r = request.resources
         run_dir = Path(request.run_dir).resolve()
+        if request.module is not None:
+            raise SchedulerError(f"the local executor loads no environment modules ({request.module}); run it on Slurm")
         if not run_dir.is_dir():
             raise SchedulerError(f"run directory {run_dir} does not exist; generate the program into it first")
         if not (run_dir / request.script).is_file():
@@ -321,6 +323,10 @@ class LocalExecutor:
 
     def log_path(self, job_id: str) -> Path | None:
         return Path(self._load(job_id).run_dir) / LOG_NAME
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """``None``: the local machine keeps no accounting database (the run's times are the registry's)."""
+        return None
 
     # -- beyond the protocol ----------------------------------------------------------------------
 

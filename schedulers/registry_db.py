@@ -18,7 +18,7 @@ from pathlib import Path
 
 from schedulers.base import FINAL_STATES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
     log_tail TEXT,
     metrics_offset INTEGER NOT NULL DEFAULT 0,
     metrics_count INTEGER NOT NULL DEFAULT 0,
-    data_source TEXT
+    data_source TEXT,
+    accounting TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
@@ -80,6 +81,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: the data source the run was allowed to read (pinned at submission), for audits and listings.
     1: ("ALTER TABLE runs ADD COLUMN data_source TEXT",
         "UPDATE runs SET data_source = json_extract(spec, '$.data.source') WHERE json_valid(spec)"),
+    2: ("ALTER TABLE runs ADD COLUMN accounting TEXT",),  # sacct's figures of a finished Slurm job
 }
 
 

@@ -8,6 +8,7 @@ everything it writes (``metrics.jsonl``, ``checkpoints/``, ``model/``, ``result.
 * ``runs``: one row per run — user, name, the spec (JSON) and its hash, framework, scheduler,
   partition, environment (interpreter), job id, state, exit code/signal, reason, restarts, the
   selector's reasons, timestamps (created/submitted/started/ended), run directory.
+  ``accounting``: the ended job's sacct record (elapsed, CPU time, max RSS, exit code, account, QoS).
 * ``run_states``: every state change with its time and a detail ("submitted as job 17",
   "requeued (restart 1)", …): a requeue stays visible.
 * ``metrics``: the records of ``metrics.jsonl``, read incrementally (the byte offset already read
@@ -81,7 +82,7 @@ LOG_TAIL_LINES = 30
 _LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
     "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
-    "data_source"
+    "data_source, accounting"
 )
 
 
@@ -143,6 +144,7 @@ class Run:
     metrics_count: int = 0
     data_source: str | None = None  # the data source pinned at submission
     spec_json: str | None = None  # only filled by RunRegistry.get
+    accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
 
     @property
     def is_final(self) -> bool:
@@ -605,6 +607,23 @@ class RunRegistry:
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
     @_guarded
+    def fetch_accounting(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None
+                         ) -> dict[str, Any] | None:
+        """The finished run's accounting record, asked of its executor once and kept; ``None`` until the
+        backend has one (never for local runs or without slurmdbd). Raises :class:`SchedulerError`."""
+        run = self.get(run_id, user)
+        executor = executors.get(run.scheduler)
+        if run.accounting is not None or not run.is_final or not run.job_id or executor is None:
+            return run.accounting
+        record = executor.accounting(run.job_id)
+        if record is None:
+            return None
+        doc = record.to_dict()
+        with self._tx() as db:
+            db.execute("UPDATE runs SET accounting=? WHERE id=?", (json.dumps(doc), run.id))
+        return doc
+
+    @_guarded
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
         run = self.get(run_id, user)
@@ -654,6 +673,7 @@ def _run(row: sqlite3.Row, with_spec: bool = False) -> Run:
         selection=json.loads(row["selection"]) if row["selection"] else None, log_tail=row["log_tail"],
         metrics_count=row["metrics_count"], data_source=row["data_source"],
         spec_json=row["spec"] if with_spec and "spec" in keys else None,
+        accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
     )
 
 

@@ -28,6 +28,7 @@ from core.errors import FlowTrainError, Problem
 from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from core.validate import Analysis, validate
+from schedulers.accounting import Accounting
 from schedulers.base import Resources
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
 from schedulers.utilisation import PartitionUtilisation
@@ -52,6 +53,8 @@ def resources_from_spec(spec: PipelineSpec) -> Resources:
         mem_mb=int(r.mem_gb * 1024) if r.mem_gb is not None else None,
         time_limit_min=r.time_limit_min,
         partition=r.partition,
+        account=r.account,
+        qos=r.qos,
     )
 
 
@@ -80,6 +83,8 @@ class Candidate:
     allowed: bool = True  # not excluded by --framework / a requested partition
     rank: int | None = None  # 1 = chosen; None = infeasible
     reason: str = ""
+    module: str | None = None  # the Lmod module the environment loads
+    modulepath: tuple[str, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -98,6 +103,8 @@ class Selection:
     reasons: list[str]
     candidates: list[Candidate]
     resources: Resources = field(default_factory=Resources)
+    module: str | None = None  # the chosen environment's Lmod module, loaded by job.sbatch
+    modulepath: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -117,6 +124,8 @@ class Selection:
             "python": self.python,
             "reasons": list(self.reasons),
             "resources": asdict(self.resources),
+            "module": self.module,
+            "modulepath": list(self.modulepath),
             "candidates": [c.to_dict() for c in self.candidates],
         }
 
@@ -211,6 +220,8 @@ def _words(c: Candidate, res: Resources) -> str:
     if not c.installed:
         return f"{head}: not installed in any environment that reaches {c.partition}"
     what = f"{c.framework} {c.version or ''} ({c.build} build)".replace("  ", " ")
+    if c.module:
+        what += f" from module {c.module}"
     if not c.supported:
         shown = ", ".join(c.unsupported[:4]) + (f", … {len(c.unsupported) - 4} more" if len(c.unsupported) > 4 else "")
         return f"{head}: {what} cannot express {len(c.unsupported)} node(s): {shown}"
@@ -238,13 +249,16 @@ def select(
     scheduler: str = "slurm",
     require: str | None = None,
     support: SupportCheck | None = None,
+    accounting: Accounting | None = None,
 ) -> Selection:
     """Choose framework and partition for ``spec`` (see the module docstring for the policy).
 
     ``reports``: :func:`schedulers.discovery.discover`'s result. ``utilisation``: partition name →
     :class:`PartitionUtilisation` (for ``scheduler="local"``: ``{"local": …}``). ``preferred``:
     defaults to ``spec.training.framework`` unless ``auto``. ``require``: only this framework may
-    be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one).
+    be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one). ``accounting``:
+    the submitting user's associations and QoS (:mod:`schedulers.accounting`); a partition where the
+    cluster would refuse the request's account, QoS or size is infeasible, with the limit named.
     """
     if analysis is None:
         analysis = validate(spec)
@@ -262,6 +276,8 @@ def select(
     for part_name in sorted(utilisation):
         util = utilisation[part_name]
         problem = _fit_problem(util, res)
+        if accounting is not None:
+            problem = "; ".join(p for p in (problem, *accounting.problems(part_name, res)) if p)
         for fw in FRAMEWORKS:
             best = _best_env(fw, part_name, reports, scheduler, want_cuda=gpus > 0)
             info = best[1] if best else None
@@ -283,6 +299,8 @@ def select(
                 total_cpus=util.total_cpus, pending_jobs=util.pending_jobs, default_partition=util.default,
                 gpu_build_ok=gpus == 0 or bool(info and info.cuda),
                 preferred=fw == preferred, allowed=not excluded,
+                module=best[0].environment.module if best else None,
+                modulepath=best[0].environment.modulepath if best else (),
             ))
 
     order = {fw: i for i, fw in enumerate(FRAMEWORKS)}
@@ -313,7 +331,8 @@ def select(
     best = ranked[0]
     lines = [_headline(best, ranked, preferred, res)]
     lines += [f"  - {c.reason}" for c in ranked]
-    return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res)
+    return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res,
+                     module=best.module, modulepath=best.modulepath)
 
 
 def _short(problem: Problem) -> str:

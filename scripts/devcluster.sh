@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # A real Slurm cluster on this one machine, for development and CI.
 #
-#   scripts/devcluster.sh install   apt-get the Debian packages (munge, slurm-wlm) if missing
-#   scripts/devcluster.sh start     munged + slurmctld + 4 slurmd (n1..n4), wait until they are up
+#   scripts/devcluster.sh install [--with LIST]  apt-get the Debian packages (munge, slurm-wlm, and
+#                                   those of the extras in LIST) if missing
+#   scripts/devcluster.sh start [--with LIST]    munged + slurmctld + 4 slurmd (n1..n4), plus the
+#                                   extras in LIST; wait until they are up
 #   scripts/devcluster.sh stop      stop the daemons by their PID files (state dir is kept)
-#   scripts/devcluster.sh status    exit 0 when the controller answers and every node's slurmd responds
-#                                   (nodes drained/down on purpose are listed, with how to resume them)
-#   scripts/devcluster.sh env       print `export SLURM_CONF=...` (use: eval "$(scripts/devcluster.sh env)")
+#   scripts/devcluster.sh status    exit 0 when the controller answers, every node's slurmd responds
+#                                   and the extras it was started with answer (nodes drained/down on
+#                                   purpose are listed, with how to resume them)
+#   scripts/devcluster.sh env       print `export SLURM_CONF=...` and the extras' addresses
+#                                   (use: eval "$(scripts/devcluster.sh env)")
+#
+# Extras (LIST is comma-separated, "all" means all, "none" none; without --with: the
+# FLOWTRAIN_DEVCLUSTER_WITH variable, else those the cluster was last started with):
+#   dbd    slurmdbd on its own MariaDB: accounting, accounts ml and physics, QoS normal and short
+#   rest   slurmrestd with JWT authentication (auth/jwt beside munge; tokens from `scontrol token`)
+#   lmod   Lmod module files for one environment per framework (see devcluster_lmod.sh)
 #
 # Everything lives under ${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}. Nodes n[1-4] all
 # run on this host (Debian's Slurm is built with MULTIPLE_SLURMD), each claims 8 CPUs, 16000 MB
 # and 4 fake GPUs (symlinks to /dev/null). Partitions: cpu (n1-n2, default) and gpu (n1-n4).
-# Why each setting is there: see docs/devcluster.md. Must run as root (slurmd does).
+# Ports derive from FLOWTRAIN_DEVCLUSTER_CTLD_PORT (default 16817): slurmdbd +2, slurmrestd +3,
+# MariaDB +4, the slurmd of n1..n4 +184..+187 (17001..17004), so two clusters with controller
+# ports 100 apart never collide. Why each setting is there: see docs/devcluster.md. Must run as
+# root (slurmd does).
 set -euo pipefail
 
 STATE_DIR="${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}"
@@ -27,9 +40,23 @@ MUNGE_PID="$MUNGE_DIR/munged.pid"
 CTLD_PID="$RUN/slurmctld.pid"
 NODES=(n1 n2 n3 n4)
 CTLD_PORT="${FLOWTRAIN_DEVCLUSTER_CTLD_PORT:-16817}"
+[[ $CTLD_PORT =~ ^[0-9]+$ ]] && ((CTLD_PORT >= 1024 && CTLD_PORT <= 65000)) ||
+    { echo "devcluster: error: FLOWTRAIN_DEVCLUSTER_CTLD_PORT=$CTLD_PORT is not a port in 1024..65000" >&2; exit 2; }
+SLURMD_PORT=$((CTLD_PORT + 184))
+DBD_PORT=$((CTLD_PORT + 2))
+REST_PORT=$((CTLD_PORT + 3))
+MYSQL_PORT=$((CTLD_PORT + 4))
+FEATURES_FILE="$STATE_DIR/features"
+KNOWN_EXTRAS=(dbd rest lmod)
 START_TIMEOUT_S="${FLOWTRAIN_DEVCLUSTER_START_TIMEOUT:-60}"
 STOP_TIMEOUT_S=15
 PACKAGES=(munge slurm-wlm slurm-client slurmctld slurmd)
+# What each extra needs beyond PACKAGES (Debian 12): auth/jwt is its own package.
+declare -A EXTRA_PACKAGES=(
+    [dbd]="slurmdbd slurm-wlm-mysql-plugin mariadb-server"
+    [rest]="slurmrestd slurm-wlm-jwt-plugin"
+    [lmod]="lmod"
+)
 
 export SLURM_CONF="$SLURM_CONF_PATH"
 
@@ -99,12 +126,16 @@ stop_pids() {
 # --- install -------------------------------------------------------------------------------
 
 cmd_install() {
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
+    local missing=() p e extra=() wanted=("${PACKAGES[@]}")
+    for e in "${EXTRAS[@]}"; do
+        read -r -a extra <<<"${EXTRA_PACKAGES[$e]}"
+        wanted+=("${extra[@]}")
+    done
+    for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     if ((${#missing[@]} == 0)); then
-        log "packages already installed: ${PACKAGES[*]}"
+        log "packages already installed: ${wanted[*]}"
         return 0
     fi
     need_root
@@ -118,11 +149,41 @@ cmd_install() {
 # --- start ---------------------------------------------------------------------------------
 
 check_binaries() {
-    local b
-    for b in munged munge unmunge slurmctld slurmd sinfo scontrol sbatch; do
+    local b wanted=(munged munge unmunge slurmctld slurmd sinfo scontrol sbatch)
+    extra_on dbd && wanted+=(slurmdbd sacctmgr mariadbd mariadb-install-db mariadb)
+    extra_on rest && wanted+=(slurmrestd setpriv)
+    for b in "${wanted[@]}"; do
         command -v "$b" >/dev/null ||
-            die "'$b' not found; install the packages first: scripts/devcluster.sh install"
+            die "'$b' not found; install the packages first: scripts/devcluster.sh install${EXTRAS[*]:+ --with $(IFS=,; echo "${EXTRAS[*]}")}"
     done
+    if extra_on rest && [[ ! -f /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so && -d /usr/lib/x86_64-linux-gnu/slurm-wlm ]]; then
+        die "Slurm's auth/jwt plugin is missing; install it: scripts/devcluster.sh install --with rest (slurm-wlm-jwt-plugin)"
+    fi
+    if extra_on lmod && [[ ! -x ${LMOD_PKG:-/usr/share/lmod/lmod}/libexec/spider ]]; then
+        die "Lmod is not installed; install it: scripts/devcluster.sh install --with lmod"
+    fi
+}
+
+# The slurm.conf lines that depend on the extras: accounting through slurmdbd (with per-task
+# accounting, for sacct's MaxRSS and CPU time) and JWT as a second authentication type.
+extra_config() {
+    if extra_on dbd; then
+        cat <<EOF
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStoragePass=$MUNGE_SOCKET
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+EOF
+    else
+        printf '%s\n' JobAcctGatherType=jobacct_gather/none AccountingStorageType=accounting_storage/none
+    fi
+    if extra_on rest; then
+        printf '%s\n' AuthAltTypes=auth/jwt "AuthAltParameters=jwt_key=$JWT_KEY"
+    fi
 }
 
 write_config() {
@@ -154,7 +215,6 @@ SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1000
@@ -167,12 +227,12 @@ InactiveLimit=0
 Waittime=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-AccountingStorageType=accounting_storage/none
+$(extra_config)
 JobCompType=jobcomp/filetxt
 JobCompLoc=$LOG/jobcomp.txt
 GresTypes=gpu
 SlurmdParameters=config_overrides
-NodeName=n[1-4] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17001-17004] CPUs=8 RealMemory=16000 Gres=gpu:4 State=UNKNOWN
+NodeName=n[1-4] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_PORT-$((SLURMD_PORT + 3))] CPUs=8 RealMemory=16000 Gres=gpu:4 State=UNKNOWN
 PartitionName=cpu Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=n[1-4] MaxTime=INFINITE State=UP
 EOF
@@ -180,6 +240,12 @@ EOF
 AutoDetect=off
 NodeName=n[1-4] Name=gpu File=$GPU_DIR/nvidia[0-3]
 EOF
+    # A running cluster started with another configuration (other extras, other ports) is
+    # restarted: slurmctld reads its authentication and accounting types only when it starts.
+    CONFIG_CHANGED=0
+    if ! cmp -s "$SLURM_CONF_PATH.tmp" "$SLURM_CONF_PATH" || ! cmp -s "$ETC/gres.conf.tmp" "$ETC/gres.conf"; then
+        CONFIG_CHANGED=1
+    fi
     mv "$SLURM_CONF_PATH.tmp" "$SLURM_CONF_PATH"
     mv "$ETC/gres.conf.tmp" "$ETC/gres.conf"
 }
@@ -189,10 +255,13 @@ munge_ok() {
 }
 
 start_munge() {
+    [[ -d $MUNGE_DIR ]] && chmod 0755 "$MUNGE_DIR"
     if pid_alive "$MUNGE_PID" munged && munge_ok; then
         return 0
     fi
-    install -d -o munge -g munge -m 0700 "$MUNGE_DIR"
+    # 0755: slurmrestd runs as the slurm user and must reach the socket (munged refuses a
+    # directory others may write to, not one they may read).
+    install -d -o munge -g munge -m 0755 "$MUNGE_DIR"
     if [[ ! -s $MUNGE_DIR/munge.key ]]; then
         dd if=/dev/urandom bs=1 count=1024 of="$MUNGE_DIR/munge.key" status=none
     fi
@@ -303,8 +372,16 @@ cmd_start() {
     need_root
     check_binaries
     local t0=$SECONDS
+    [[ -z ${EXTRAS[*]} ]] || log "extras: ${EXTRAS[*]}"
     write_config
+    extras_config
+    if ((CONFIG_CHANGED)) && { pid_alive "$CTLD_PID" slurmctld || pid_alive "$DBD_PID" slurmdbd; }; then
+        log "configuration changed: restarting the Slurm daemons"
+        stop_slurm_daemons
+    fi
+    extras_stop_unwanted
     start_munge
+    extras_before_ctld
     start_slurm
     local deadline=$((SECONDS + START_TIMEOUT_S))
     until spawned_registered && nodes_responding; do
@@ -319,19 +396,28 @@ cmd_start() {
         fi
         sleep 0.3
     done
+    extras_after_nodes
     log "cluster up in $((SECONDS - t0))s; nodes: $(node_states | tr '\n' ' ')"
     warn_nodes
-    echo "export SLURM_CONF=$SLURM_CONF_PATH"
+    cmd_env
     log "use it from your shell with: eval \"\$($0 env)\""
 }
 
-cmd_stop() {
+# The daemons that read slurm.conf or slurmdbd.conf (munged and MariaDB keep running).
+stop_slurm_daemons() {
     local specs=() n
     for n in "${NODES[@]}"; do
         specs+=("$RUN/slurmd-$n.pid:slurmd:$n")
     done
+    stop_pids "$REST_PID:slurmrestd"
     stop_pids "${specs[@]}"
     stop_pids "$CTLD_PID:slurmctld"
+    stop_pids "$DBD_PID:slurmdbd"
+}
+
+cmd_stop() {
+    stop_slurm_daemons
+    extras_stop
     stop_pids "$MUNGE_PID:munged"
     log "stopped (state kept in $STATE_DIR)"
 }
@@ -354,22 +440,44 @@ cmd_status() {
         node_states >&2 || true
         return 1
     fi
+    extras_status || return 1
     warn_nodes
     node_states
 }
 
 cmd_env() {
     echo "export SLURM_CONF=$SLURM_CONF_PATH"
+    extras_env
 }
 
-case "${1:-}" in
+usage() {
+    echo "usage: $0 install|start|stop|status|env [--with dbd,rest,lmod|all|none]" >&2
+    exit 2
+}
+
+# shellcheck source=scripts/devcluster-extras.sh
+source "$(dirname "${BASH_SOURCE[0]}")/devcluster-extras.sh"
+
+command=${1:-}
+(($#)) && shift
+with_list=${FLOWTRAIN_DEVCLUSTER_WITH:-}
+while (($#)); do
+    case $1 in
+    --with) (($# >= 2)) || usage; with_list=$2; shift 2 ;;
+    --with=*) with_list=${1#--with=}; shift ;;
+    *) usage ;;
+    esac
+done
+# Without --with (or FLOWTRAIN_DEVCLUSTER_WITH), the extras the cluster was last started with: a
+# plain `start` after `stop`, or a test fixture's restart, brings back the same cluster.
+[[ -n $with_list ]] || with_list=$(recorded_extras | paste -sd, -)
+set_extras "$with_list"
+
+case "$command" in
 install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 env) cmd_env ;;
-*)
-    echo "usage: $0 install|start|stop|status|env" >&2
-    exit 2
-    ;;
+*) usage ;;
 esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what FlowTrain needs on a fresh Debian 12 machine with Python 3.11.
 #   scripts/setup.sh           Python packages (portal, core, the three frameworks) into .venv
-#   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests) and Slurm (dev cluster)
+#   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests), ruby and nginx (the
+#                              Open OnDemand app's test) and Slurm with every extra of the dev
+#                              cluster (slurmdbd + MariaDB, slurmrestd, Lmod)
 # Idempotent: a second run with unchanged requirements installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,11 +31,14 @@ fi
 if [[ $want_test == 1 ]]; then
   missing=()
   command -v chromium >/dev/null || missing+=(chromium)
+  # The Open OnDemand app's test renders its ERB files with ruby and proxies the portal with nginx.
+  command -v ruby >/dev/null || missing+=(ruby)
+  [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
   if (( ${#missing[@]} )); then
     echo "setup: apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  bash scripts/devcluster.sh install
+  bash scripts/devcluster.sh install --with all
 fi

@@ -9,11 +9,14 @@ from settings.config import (
     ENVIRONMENTS_ENV,
     HOME_ENV,
     SCHEDULER_ENV,
+    SLURM_TRANSPORTS,
     AuthSettings,
     ConfigError,
     Settings,
+    SlurmSettings,
     flowtrain_home,
     load_settings,
+    slurm_settings,
 )
 from settings.environments import SCHEDULERS, Environment, FrameworkOverride
 
@@ -23,11 +26,14 @@ __all__ = [
     "HOME_ENV",
     "SCHEDULER_ENV",
     "SCHEDULERS",
+    "SLURM_TRANSPORTS",
     "AuthSettings",
     "ConfigError",
     "Environment",
     "FrameworkOverride",
     "Settings",
+    "SlurmSettings",
     "flowtrain_home",
     "load_settings",
+    "slurm_settings",
 ]

@@ -35,12 +35,22 @@ Example ``flowtrain.toml``::
     trusted_proxies = ["10.0.0.5"]     # ... and/or connects from one of these addresses (not loopback)
     admins = ["hpcadmin"]              # may use --user / --all-users on the command line
     session_hours = 8                  # mode = "local" with logins: a sign-in lasts this long
+    # mode = "session": one user's own portal (the Open OnDemand app, deploy/ondemand/flowtrain):
+    # secret_file = "secret"           # each browser session shows the secret in this file (?secret=...)
 
     [auth.local_users]                 # mode = "local": name = hash from portal.users.hash_password
     alice = "pbkdf2_sha256$600000$...$..."
 
 Header mode needs a trusted proxy (a secret, trusted addresses, or both): without one, anyone who
 reaches the port could name any user. Deployment: README, section "Deployment".
+
+    [slurm]                            # how the Slurm executor reaches slurmctld (docs/pyslurm.md)
+    transport = "rest"                 # "auto" (default), "commands", "pyslurm" or "rest";
+                                       # FLOWTRAIN_SLURM_TRANSPORT overrides it
+    rest_url = "http://slurm-rest.example.org:6820"   # slurmrestd; FLOWTRAIN_SLURM_REST_URL overrides
+    rest_token = "scontrol"            # the JWT: "scontrol" (`scontrol token`, renewed before it
+                                       # expires), "env" ($SLURM_JWT) or a file holding it;
+                                       # FLOWTRAIN_SLURM_REST_TOKEN overrides
 
 Relative paths are resolved against the folder of the config file (or the working directory when
 there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
@@ -66,6 +76,10 @@ CONFIG_ENV = "FLOWTRAIN_CONFIG"
 HOME_ENV = "FLOWTRAIN_HOME"
 SCHEDULER_ENV = "FLOWTRAIN_SCHEDULER"
 ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
+TRANSPORT_ENV = "FLOWTRAIN_SLURM_TRANSPORT"
+REST_URL_ENV = "FLOWTRAIN_SLURM_REST_URL"
+REST_TOKEN_ENV = "FLOWTRAIN_SLURM_REST_TOKEN"
+SLURM_TRANSPORTS = ("auto", "commands", "pyslurm", "rest")
 DEFAULT_HOME = "var"
 DEFAULT_DATA_ROOT = "data"
 DEFAULT_HEADER = "X-Remote-User"
@@ -75,7 +89,7 @@ DEFAULT_SESSION_HOURS = 8.0
 MIN_SECRET_LENGTH = 16
 
 Scheduler = Literal["local", "slurm"]
-AuthMode = Literal["header", "local"]
+AuthMode = Literal["header", "local", "session"]
 
 
 class ConfigError(FlowTrainError):
@@ -98,6 +112,19 @@ class AuthSettings:
     # OS users who may act for others on the command line (--user, --all-users).
     admins: tuple[str, ...] = ()
     session_hours: float = DEFAULT_SESSION_HOURS
+    # mode "session": the file holding the secret a browser session must present (the portal's OS
+    # user is the only user; deploy/ondemand/flowtrain writes it per session).
+    secret_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """How the Slurm executor talks to the cluster (see :mod:`schedulers.slurm.pyslurm_transport`)."""
+
+    transport: str = "auto"  # one of SLURM_TRANSPORTS
+    rest_url: str | None = None  # slurmrestd, e.g. "http://127.0.0.1:6820"; needed by "rest"
+    rest_token: str = "scontrol"  # "scontrol", "env" ($SLURM_JWT) or an absolute file path
+    source: str = "(defaults)"  # where transport was set, for messages
 
 
 @dataclass(frozen=True)
@@ -111,6 +138,7 @@ class Settings:
     environments: tuple[Environment, ...] = ()
     environments_source: str = "(built-in default)"
     auth: AuthSettings = field(default_factory=AuthSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
     config_path: Path | None = None
     portal_address: str = DEFAULT_ADDRESS
 
@@ -119,10 +147,11 @@ class Settings:
         return self.home / "runs"
 
 
-_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "portal"}
+_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "portal", "slurm"}
+_SLURM_KEYS = {"transport", "rest_url", "rest_token"}
 _DATA_KEYS = {"roots", "builtin_datasets", "users"}
 _AUTH_KEYS = {"mode", "header", "local_users", "proxy_secret_file", "proxy_secret_header", "trusted_proxies",
-              "admins", "session_hours"}
+              "admins", "session_hours", "secret_file"}
 _PORTAL_KEYS = {"address"}
 
 
@@ -172,6 +201,7 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         environments=envs.environments,
         environments_source=envs.source,
         auth=_auth(doc, where, base),
+        slurm=_slurm(doc, env, base, work_dir, where),
         config_path=config_path,
         portal_address=_portal_address(doc, where),
     )
@@ -187,6 +217,41 @@ def flowtrain_home(environ: Mapping[str, str] | None = None, cwd: str | Path | N
     config_path, doc = _config_doc(None, env, work_dir)
     where = str(config_path) if config_path else "(defaults)"
     return _resolve_home(env, doc, config_path.parent if config_path else work_dir, work_dir, where)
+
+
+def slurm_settings(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> SlurmSettings:
+    """The ``[slurm]`` settings alone (the variables > the settings file > defaults), for the Slurm
+    executor, which needs them but not the rest."""
+    env = os.environ if environ is None else environ
+    work_dir = Path(cwd) if cwd is not None else Path.cwd()
+    config_path, doc = _config_doc(None, env, work_dir)
+    where = str(config_path) if config_path else "(defaults)"
+    if config_path is not None:
+        _check_keys(doc, _TOP_KEYS, "", where)
+    return _slurm(doc, env, config_path.parent if config_path else work_dir, work_dir, where)
+
+
+def _slurm(doc: Mapping[str, Any], env: Mapping[str, str], base: Path, work_dir: Path, where: str) -> SlurmSettings:
+    table = _table(doc, "slurm", where)
+    _check_keys(table, _SLURM_KEYS, "slurm.", where)
+    transport = _get(table, "transport", str, "auto", where, "slurm.")
+    source = f"{where}: slurm.transport" if "transport" in table else "(default)"
+    if env.get(TRANSPORT_ENV):
+        transport, source = env[TRANSPORT_ENV], TRANSPORT_ENV
+    transport = transport.strip().lower()
+    if transport not in SLURM_TRANSPORTS:
+        raise ConfigError(f"{source} = {transport!r} is not one of {', '.join(SLURM_TRANSPORTS)}")
+    url = env.get(REST_URL_ENV) or _get(table, "rest_url", str, "", where, "slurm.") or None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{REST_URL_ENV if env.get(REST_URL_ENV) else where + ': slurm.rest_url'} = {url!r} "
+                          "is not an http:// or https:// URL of slurmrestd")
+    token = env.get(REST_TOKEN_ENV) or _get(table, "rest_token", str, "scontrol", where, "slurm.")
+    if token not in ("scontrol", "env"):
+        token = str(_abs(token, work_dir if env.get(REST_TOKEN_ENV) else base))
+    if transport == "rest" and url is None:
+        raise ConfigError(f"{source} = \"rest\" needs the address of slurmrestd: set slurm.rest_url in the "
+                          f"settings file or {REST_URL_ENV} (e.g. http://127.0.0.1:6820)")
+    return SlurmSettings(transport=transport, rest_url=url, rest_token=token, source=source)
 
 
 def _config_doc(path: str | Path | None, env: Mapping[str, str], work_dir: Path) -> tuple[Path | None, dict[str, Any]]:
@@ -219,9 +284,14 @@ def _auth(doc: Mapping[str, Any], where: str, base: Path) -> AuthSettings:
     auth_doc = _table(doc, "auth", where)
     _check_keys(auth_doc, _AUTH_KEYS, "auth.", where)
     mode = _get(auth_doc, "mode", str, "local", where, "auth.")
-    if mode not in ("header", "local"):
+    if mode not in ("header", "local", "session"):
         raise ConfigError(f"{where}: auth.mode = {mode!r} is not known; expected \"header\" (behind a reverse "
-                          "proxy that sets the user header) or \"local\"")
+                          "proxy that sets the user header), \"local\" or \"session\" (one user's own portal, "
+                          "opened with a per-session secret)")
+    session_secret = _get(auth_doc, "secret_file", str, "", where, "auth.")
+    if mode == "session" and not session_secret:
+        raise ConfigError(f"{where}: auth.mode = \"session\" needs auth.secret_file, the file holding the secret "
+                          "that opens the portal")
     header = _header_name(auth_doc, "header", DEFAULT_HEADER, where)
     secret_header = _header_name(auth_doc, "proxy_secret_header", DEFAULT_SECRET_HEADER, where)
     local_users = _table(auth_doc, "local_users", where, "auth.")
@@ -249,7 +319,8 @@ def _auth(doc: Mapping[str, Any], where: str, base: Path) -> AuthSettings:
         raise ConfigError(f"{where}: auth.session_hours = {hours!r} must be more than 0 and at most 720")
     return AuthSettings(mode=mode, header=header, local_users=dict(local_users),  # type: ignore[arg-type]
                         proxy_secret=secret, proxy_secret_header=secret_header, trusted_proxies=proxies,
-                        admins=admins, session_hours=float(hours))
+                        admins=admins, session_hours=float(hours),
+                        secret_file=_abs(session_secret, base) if session_secret else None)
 
 
 _LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")

@@ -19,6 +19,16 @@ Configured by the file named in ``FLOWTRAIN_ENVIRONMENTS`` or by the settings fi
       ]
     }
 
+Environments from Lmod: ``"module": "torch/2.13.0"`` (with ``"modulepath"``: the directories to
+``module use``) is one module, loaded before the interpreter runs; ``"modules": "*"`` (a glob of
+module names) with ``"modulepath"`` stands for every matching module found there, listed by
+discovery (``spider``) — one environment each, named ``NAME:MODULE``::
+
+    {"name": "gpu", "modulepath": ["/opt/modulefiles/gpu"], "modules": "*", "partitions": ["gpu"]}
+
+A module environment's ``python`` defaults to ``python3`` (the module's, found on its PATH) and it
+runs on Slurm only (``local`` must stay false: the local executor loads no modules).
+
 ``partitions`` empty (the default) means the interpreter exists on every partition. ``local``
 (default true) says whether the local executor may use it. ``frameworks`` overrides discovery
 for that environment: nothing is probed, the listed frameworks are taken as installed (a list
@@ -34,6 +44,7 @@ machine and on every partition. The file's ``scheduler`` is the last word on the
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -66,6 +77,9 @@ class Environment:
     local: bool = True
     frameworks: Mapping[str, FrameworkOverride] | None = None  # None: probe
     probe: str = "local"
+    module: str | None = None  # an Lmod module loaded before ``python`` runs
+    modulepath: tuple[str, ...] = ()  # directories to ``module use`` first
+    modules: str | None = None  # a glob of module names: discovery expands it (schedulers.modules)
 
     def serves_partition(self, partition: str) -> bool:
         return not self.partitions or partition in self.partitions
@@ -80,6 +94,11 @@ class Environment:
             if self.frameworks is None
             else {k: {"version": v.version, "device": v.device} for k, v in self.frameworks.items()},
             "probe": self.probe,
+            "module": self.module,
+            "module_name": self.module.rsplit("/", 1)[0] if self.module else None,
+            "module_version": self.module.rsplit("/", 1)[1] if self.module and "/" in self.module else None,
+            "modulepath": list(self.modulepath),
+            "modules": self.modules,
         }
 
 
@@ -123,6 +142,27 @@ def _frameworks(source: str, where: str, value: Any) -> dict[str, FrameworkOverr
     return out
 
 
+_MODULE_RE = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
+
+
+def _module_keys(source: str, where: str, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``module``, ``modules`` and ``modulepath`` of one entry, checked."""
+    module, modules, path = raw.get("module"), raw.get("modules"), raw.get("modulepath", [])
+    if module is not None and modules is not None:
+        raise _bad(source, where, "both module and modules", "one of them: a module, or a glob of modules")
+    if module is not None and not (isinstance(module, str) and _MODULE_RE.match(module)):
+        raise _bad(source, f"{where}.module", module, 'a module name like "torch/2.13.0"')
+    if modules is not None and not (isinstance(modules, str) and re.fullmatch(r"[A-Za-z0-9_.+*?/\[\]-]+", modules)):
+        raise _bad(source, f"{where}.modules", modules, 'a glob of module names like "*" or "torch/*"')
+    if isinstance(path, str):
+        path = [p for p in path.split(":") if p]
+    if not isinstance(path, list) or not all(isinstance(p, str) and p.startswith("/") for p in path):
+        raise _bad(source, f"{where}.modulepath", path, "a list of absolute directories")
+    if modules is not None and not path:
+        raise _bad(source, f"{where}.modulepath", path, "the directories to list modules from (with modules)")
+    return module, modules, tuple(path)
+
+
 def parse_environments(doc: Any, source: str = "<environments>") -> EnvironmentsFile:
     """An already parsed JSON/TOML document; every mistake names the field."""
     if not isinstance(doc, dict):
@@ -142,15 +182,17 @@ def parse_environments(doc: Any, source: str = "<environments>") -> Environments
         where = f"environments[{i}]"
         if not isinstance(raw, dict):
             raise _bad(source, where, raw, 'an object like {"name": "torch", "python": "/path/bin/python"}')
-        unknown = set(raw) - {"name", "python", "partitions", "local", "frameworks", "probe"}
+        unknown = set(raw) - {"name", "python", "partitions", "local", "frameworks", "probe", "module", "modules",
+                              "modulepath"}
         if unknown:
             raise _bad(source, f"{where} key(s)", sorted(unknown),
-                       "only name, python, partitions, local, frameworks, probe")
+                       "only name, python, partitions, local, frameworks, probe, module, modules, modulepath")
+        module, modules, modulepath = _module_keys(source, where, raw)
         name = raw.get("name") or f"env{i}"
         if not isinstance(name, str) or name in seen:
             raise _bad(source, f"{where}.name", name, "a unique string")
         seen.add(name)
-        python = raw.get("python") or sys.executable
+        python = raw.get("python") or ("python3" if module or modules else sys.executable)
         if not isinstance(python, str):
             raise _bad(source, f"{where}.python", python, "the path of a Python interpreter")
         parts = raw.get("partitions", [])
@@ -158,9 +200,12 @@ def parse_environments(doc: Any, source: str = "<environments>") -> Environments
             parts = [p for p in parts.split(",") if p]
         if not isinstance(parts, list) or not all(isinstance(p, str) and p for p in parts):
             raise _bad(source, f"{where}.partitions", parts, "a list of partition names")
-        local = raw.get("local", True)
+        local = raw.get("local", not (module or modules))
         if not isinstance(local, bool):
             raise _bad(source, f"{where}.local", local, "true or false")
+        if local and (module or modules):
+            raise _bad(source, f"{where}.local", local, "false for a module environment (the local executor "
+                       "loads no modules)")
         probe = raw.get("probe", "local")
         if probe not in PROBE_MODES:
             raise _bad(source, f"{where}.probe", probe, " or ".join(PROBE_MODES))
@@ -174,6 +219,9 @@ def parse_environments(doc: Any, source: str = "<environments>") -> Environments
             local=local,
             frameworks=None if fws is None else _frameworks(source, f"{where}.frameworks", fws),
             probe=probe,
+            module=module,
+            modulepath=modulepath,
+            modules=modules,
         ))
     if not envs:
         envs.append(default_environment())

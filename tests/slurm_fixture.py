@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.commands import SlurmCommands, parse_scontrol_line
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,10 +47,23 @@ def scontrol_update(cmds: SlurmCommands, target: str, fields: Mapping[str, str])
 @dataclass(frozen=True)
 class DevCluster:
     """The running dev cluster, and the administrator's actions tests take on it (drain and down
-    nodes, requeue jobs): FlowTrain itself never does these, so they live here, not in schedulers/."""
+    nodes, requeue jobs): FlowTrain itself never does these, so they live here, not in schedulers/.
+
+    ``rest_url``/``modulepath``: slurmrestd's address and the Lmod module files, when the cluster was
+    started with those extras (``scripts/devcluster.sh start --with rest,lmod``), else ``None``.
+    """
 
     slurm_conf: str
     commands: SlurmCommands
+    rest_url: str | None = None
+    modulepath: str | None = None
+    extras: tuple[str, ...] = ()
+
+    def need(self, extra: str) -> None:
+        """Fail (CI) or skip (elsewhere) unless the cluster runs with ``extra`` (dbd, rest, lmod)."""
+        if extra not in self.extras:
+            _unavailable(f"the dev cluster runs without the extra '{extra}'; start it with: "
+                         f"scripts/devcluster.sh start --with {extra} (scripts/test.sh asks for every extra)")
 
     def update_node(self, nodes: str, **fields: str) -> None:
         """``scontrol update nodename=NODES …`` (e.g. ``State="drain", Reason="…"``)."""
@@ -96,6 +109,11 @@ def _tidy(cmds: SlurmCommands) -> None:
     for node in cmds.nodes():
         if not node.available and node.reason.startswith(RESUMABLE_REASONS):
             scontrol_update(cmds, f"nodename={node.name}", {"State": "resume"})
+    # Account lists a test set on a partition (tests/schedulers/test_accounting.py); the dev cluster has none.
+    for line in cmds.run(["scontrol", "-o", "show", "partition"]).stdout.splitlines():
+        fields = parse_scontrol_line(line)
+        if fields.get("AllowAccounts", "ALL") != "ALL":
+            scontrol_update(cmds, f"partitionname={fields['PartitionName']}", {"AllowAccounts": "ALL"})
 
 
 def _lock(path: Path) -> int:
@@ -140,10 +158,7 @@ def _setup() -> DevCluster:
         _unavailable(f"Slurm is not installed ({', '.join(missing)} missing); run: {FIX}")
     if os.geteuid() != 0:
         _unavailable(f"the dev Slurm cluster needs root (slurmd), uid is {os.geteuid()}; run as root: {FIX}")
-    env_out = _devcluster("env", timeout=10).stdout
-    m = re.search(r"export SLURM_CONF=(\S+)", env_out)
-    assert m, f"scripts/devcluster.sh env printed {env_out!r}; expected 'export SLURM_CONF=PATH'"
-    conf = m.group(1)
+    conf = _env_value("SLURM_CONF")
     if _PROCESS.lock_fd is None:
         _PROCESS.lock_fd = _lock(Path(conf).parent.parent / "tests.lock")
     cmds = SlurmCommands(slurm_conf=conf, timeout_s=15)
@@ -158,7 +173,18 @@ def _setup() -> DevCluster:
                     f"see the logs under {Path(conf).parent.parent / 'log'}"
                 )
     _tidy(cmds)
-    return DevCluster(slurm_conf=conf, commands=cmds)
+    extras_file = Path(conf).parent.parent / "features"
+    extras = tuple(extras_file.read_text().split()) if extras_file.is_file() else ()
+    return DevCluster(slurm_conf=conf, commands=cmds, rest_url=_env_value("FLOWTRAIN_DEVCLUSTER_REST_URL", False),
+                      modulepath=_env_value("FLOWTRAIN_DEVCLUSTER_MODULEPATH", False), extras=extras)
+
+
+def _env_value(name: str, required: bool = True) -> str | None:
+    """One ``export NAME=VALUE`` of ``scripts/devcluster.sh env``."""
+    env_out = _devcluster("env", timeout=10).stdout
+    m = re.search(rf"export {name}=(\S+)", env_out)
+    assert m or not required, f"scripts/devcluster.sh env printed {env_out!r}; expected 'export {name}=...'"
+    return m.group(1) if m else None
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schedulers.base import JobStatus, RunState, SchedulerError
+from schedulers.base import JobAccounting, JobStatus, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 
 DEFAULT_TIMEOUT_S = 10.0  # squeue/sinfo give up on a dead controller after ~9 s; scontrol after ~18 s
@@ -257,6 +257,51 @@ def jobs_from_sacct(text: str) -> dict[str, SlurmJob]:
             workdir=_null(row.get("WorkDir")),
         )
     return out
+
+
+ACCOUNTING_FIELDS = ("JobID", "State", "ExitCode", "ElapsedRaw", "TotalCPU", "MaxRSS", "Account", "QOS")
+
+
+def duration_seconds(text: str) -> float | None:
+    """sacct's ``[D-][HH:]MM:SS[.mmm]`` (``TotalCPU``) → seconds; ``""`` → ``None``."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", text.strip())
+    if not m:
+        return None
+    days, hours, mins = (int(g) if g else 0 for g in m.groups()[:3])
+    return days * 86400 + hours * 3600 + mins * 60 + float(m.group(4))
+
+
+def size_mb(text: str) -> float | None:
+    """sacct's sizes (``59836K``, ``1.5G``, ``0``) → MB; ``""`` → ``None``."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)", text.strip())
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1 / 1024 / 1024, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
+
+
+def accounting_from_sacct(text: str, job_id: str) -> JobAccounting | None:
+    """``sacct -P -o <ACCOUNTING_FIELDS>`` for one job → its record, the largest MaxRSS of its steps
+    included; ``None`` while the job has not ended in the database."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    header = lines[0].split("|")
+    rows = [dict(zip(header, ln.split("|"), strict=False)) for ln in lines[1:]]
+    job = next((r for r in rows if r.get("JobID") == job_id), None)
+    if job is None or not map_job_state(job.get("State", "")).is_final:
+        return None
+    try:
+        exit_code, sig = parse_exit_pair(job.get("ExitCode", ""))
+    except ValueError:
+        exit_code, sig = None, None
+    rss = [v for r in rows if r.get("JobID", "").startswith(f"{job_id}.") and (v := size_mb(r.get("MaxRSS", "")))
+           is not None]
+    elapsed = job.get("ElapsedRaw", "")
+    return JobAccounting(
+        job_id=job_id, state=job.get("State", "").split(" ", 1)[0], exit_code=exit_code, signal=sig,
+        elapsed_s=int(elapsed) if elapsed.isdigit() else None, cpu_time_s=duration_seconds(job.get("TotalCPU", "")),
+        max_rss_mb=round(max(rss), 1) if rss else None, account=job.get("Account", ""), qos=job.get("QOS", ""),
+    )
 
 
 # --- nodes ---------------------------------------------------------------------------------------
@@ -620,6 +665,14 @@ class SlurmCommands:
                 hint="set JobCompType=jobcomp/filetxt (or run slurmdbd) so finished jobs stay visible",
             )
         return jobs_from_sacct(proc.stdout).get(job_id)
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """The finished job from slurmdbd (``sacct``); ``None`` without accounting storage (the jobcomp
+        file holds no CPU time or memory) or before slurmdbd has its end."""
+        job_id = _validate_job_id(job_id)
+        proc = self.run(["sacct", "-P", "-j", job_id, "-o", ",".join(ACCOUNTING_FIELDS)],
+                        benign=("accounting storage is disabled",))
+        return accounting_from_sacct(proc.stdout, job_id) if proc.returncode == 0 else None
 
     # -- acting ----------------------------------------------------------------------------------
 

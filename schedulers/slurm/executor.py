@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from schedulers.base import JobRequest, JobStatus, RunState, SchedulerError
+from schedulers.base import JobAccounting, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmJob
 from schedulers.slurm.pyslurm_transport import choose_transport
 from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
@@ -82,6 +82,10 @@ class SlurmExecutor:
         """``(None, None)``: the job records read here carry no start/end times, so the registry keeps
         the times at which it saw the job start and end (within one reconcile interval)."""
         return None, None
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """sacct's record of the finished job (slurmdbd), through the transport."""
+        return self.commands.accounting(job_id)
 
     def log_path(self, job_id: str) -> Path | None:
         """``<run dir>/slurm-<id>.out`` for jobs this executor (or an earlier one) submitted."""

@@ -2,10 +2,12 @@
 
 Implements :class:`~schedulers.slurm.transport.SlurmTransport`, as the commands transport does, so
 either can sit behind :class:`~schedulers.slurm.executor.SlurmExecutor`.
-:func:`choose_transport` picks one: pyslurm when ``import pyslurm`` works and its ``MAJOR.MINOR``
-equals the cluster's Slurm release (pyslurm is built against one Slurm major release and talks to
-no other), the commands transport otherwise. ``FLOWTRAIN_SLURM_TRANSPORT=commands|pyslurm|auto``
-overrides; ``pyslurm`` forced where it cannot be used is an error, never a silent fallback.
+:func:`choose_transport` picks one per the settings' ``[slurm] transport`` (or
+``FLOWTRAIN_SLURM_TRANSPORT``): ``auto`` takes pyslurm when ``import pyslurm`` works and its
+``MAJOR.MINOR`` equals the cluster's Slurm release (pyslurm is built against one Slurm major release
+and talks to no other), the commands transport otherwise; ``commands``, ``pyslurm`` and ``rest``
+(:class:`~schedulers.slurm.rest_transport.SlurmRestTransport`, slurmrestd) are taken as asked.
+``pyslurm`` forced where it cannot be used is an error, never a silent fallback.
 
 pyslurm is imported lazily (inside :func:`probe` and the transport) so that this module imports
 everywhere. Its API as used here was read from PySlurm/pyslurm's sources:
@@ -36,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from schedulers.base import SchedulerError
+from schedulers.base import JobAccounting, SchedulerError
 from schedulers.jobenv import job_environment
 from schedulers.slurm.commands import (
     DEFAULT_TIMEOUT_S,
@@ -49,9 +51,11 @@ from schedulers.slurm.commands import (
     map_job_state,
 )
 from schedulers.slurm.transport import SlurmTransport
+from settings import SLURM_TRANSPORTS, SlurmSettings, slurm_settings
+from settings.config import TRANSPORT_ENV
 
-ENV_VAR = "FLOWTRAIN_SLURM_TRANSPORT"
-MODES = ("auto", "commands", "pyslurm")
+ENV_VAR = TRANSPORT_ENV
+MODES = SLURM_TRANSPORTS
 INSTALL_HINT = (
     "install pyslurm built against this cluster's Slurm into the portal's venv: "
     "SLURM_INCLUDE_DIR=<slurm>/include SLURM_LIB_DIR=<slurm>/lib pip install 'pyslurm==<MAJOR.MINOR>.*' "
@@ -217,6 +221,10 @@ class PyslurmTransport:
         """Finished jobs come from accounting/jobcomp through ``sacct`` (see the module docstring)."""
         return self._sacct.sacct_job(job_id)
 
+    def accounting(self, job_id: str) -> JobAccounting | None:
+        """From slurmdbd through ``sacct``, as :meth:`sacct_job`."""
+        return self._sacct.accounting(job_id)
+
     # -- acting ----------------------------------------------------------------------------------
 
     def sbatch(self, script: Path, *, cwd: Path | None = None) -> str:
@@ -246,16 +254,23 @@ class PyslurmTransport:
 
 
 def choose_transport(
-    slurm_conf: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    slurm_conf: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, slurm: SlurmSettings | None = None
 ) -> tuple[SlurmTransport, str]:
-    """``(transport, reason in words)`` per ``FLOWTRAIN_SLURM_TRANSPORT`` (default ``auto``)."""
+    """``(transport, reason in words)`` per ``slurm`` (default: :func:`settings.slurm_settings`, i.e.
+    ``FLOWTRAIN_SLURM_TRANSPORT`` > the settings file's ``[slurm]`` > ``auto``)."""
     conf = slurm_conf or os.environ.get("SLURM_CONF") or None
     commands = SlurmCommands(slurm_conf=conf, timeout_s=timeout_s)
-    mode = (os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if mode not in MODES:
-        raise SchedulerError(f"{ENV_VAR}={os.environ.get(ENV_VAR)!r} is not one of {', '.join(MODES)}")
+    slurm = slurm or slurm_settings()
+    mode = slurm.transport
     if mode == "commands":
-        return commands, f"{ENV_VAR}=commands"
+        return commands, f"{slurm.source}=commands"
+    if mode == "rest":
+        from schedulers.slurm.rest_transport import SlurmRestTransport  # noqa: PLC0415  (only when asked)
+
+        if slurm.rest_url is None:
+            raise SchedulerError(f"{slurm.source}=rest but no slurmrestd address is set (slurm.rest_url)")
+        rest = SlurmRestTransport(slurm.rest_url, token=slurm.rest_token, slurm_conf=conf, timeout_s=timeout_s)
+        return rest, f"{slurm.source}=rest ({slurm.rest_url})"
 
     mod, why = probe()
     if mod is not None:

@@ -33,6 +33,7 @@ import jinja2
 from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from schedulers.base import JobRequest
+from schedulers.modules import sbatch_lines
 from schedulers.selector import resources_from_spec
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
@@ -49,6 +50,7 @@ _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTITION = re.compile(r"[A-Za-z0-9_.\-]+")
 # paddle.distributed.launch's log folder (it dumps the environment there): private, outside the run dir.
 PADDLE_LOG_DIR = '"$(mktemp -d "${TMPDIR:-/tmp}/flowtrain-paddle-XXXXXX")"'
+_MODULE = re.compile(r"[A-Za-z0-9_.+\-]+(/[A-Za-z0-9_.+\-]+)*")
 
 
 def log_file_name(job_id: str) -> str:
@@ -165,8 +167,10 @@ def render_sbatch(
             raise ValueError(f"resources.{field_name} must be an integer >= {minimum}, got {value!r}")
     if r.mem_mb is not None and (not isinstance(r.mem_mb, int) or r.mem_mb < 1):
         raise ValueError(f"resources.mem_mb must be a positive integer (MB) or None, got {r.mem_mb!r}")
-    if r.partition is not None and not _PARTITION.fullmatch(r.partition):
-        raise ValueError(f"resources.partition {r.partition!r} is not a partition name ([A-Za-z0-9_.-])")
+    for field_name in ("partition", "account", "qos"):
+        value = getattr(r, field_name)
+        if value is not None and not _PARTITION.fullmatch(value):
+            raise ValueError(f"resources.{field_name} {value!r} is not a Slurm {field_name} name ([A-Za-z0-9_.-])")
     script = PurePosixPath(request.script)
     if script.is_absolute() or ".." in script.parts or not request.script.strip():
         raise ValueError(f"script {request.script!r} must be a relative path inside the run directory")
@@ -176,6 +180,8 @@ def render_sbatch(
     if signal is not None and not re.fullmatch(r"(B:|R:|RB:)?[A-Z0-9]+(@\d+)?", signal):
         raise ValueError(f"signal {signal!r} is not an sbatch --signal value like 'B:USR1@120'")
 
+    if request.module is not None and not _MODULE.fullmatch(request.module):
+        raise ValueError(f"module {request.module!r} is not an Lmod module name like torch/2.13.0")
     run_dir = str(Path(request.run_dir).resolve())
     procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
     launch = _launch(request, python or sys.executable, procs)
@@ -194,6 +200,8 @@ def render_sbatch(
         mem_mb=r.mem_mb,
         time_limit=_time_limit(r.time_limit_min),
         partition=r.partition,
+        account=r.account,
+        qos=r.qos,
         sbatch_run_dir=_sbatch_path(run_dir),
         sbatch_log=_sbatch_path(run_dir, "/" + LOG_PATTERN),
         requeue=requeue,
@@ -206,6 +214,8 @@ def render_sbatch(
         distributed=launch.distributed,
         node_addresses=launch.node_addresses,
         launch=launch.line,
+        module=request.module,
+        module_lines=sbatch_lines(request.module, request.modulepath) if request.module else [],
     )
 
 

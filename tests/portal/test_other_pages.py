@@ -268,3 +268,30 @@ def test_portal_reads_the_settings_as_the_command_line_does(app, portal_env: Pat
     at.switch_page("pages/runs.py").run()
     assert_no_exception(at)
     assert (portal_env / "home" / "flowtrain.db").is_file()
+
+
+def test_session_mode_needs_the_session_secret(portal_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """auth.mode = "session" (the Open OnDemand app): the portal's OS user, opened only with the secret."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.portal.conftest import APP
+
+    secret = portal_env / "secret"
+    secret.write_text("s3cr3t-0123456789abcdef\n", encoding="utf-8")
+    config = portal_env / "session.toml"
+    config.write_text(f'home = "{portal_env / "home"}"\n[auth]\nmode = "session"\nsecret_file = "{secret}"\n',
+                      encoding="utf-8")
+    monkeypatch.setenv("FLOWTRAIN_CONFIG", str(config))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert any("open it with the Connect button" in e.value for e in at.error)
+    assert not any("Signed in as" in c.value for c in at.sidebar.caption)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["secret"] = "wrong-0123456789abcdef"
+    at.run()
+    assert any("no valid session secret" in e.value for e in at.error)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["secret"] = "s3cr3t-0123456789abcdef"
+    at.run()
+    assert not any("session secret" in e.value for e in at.error)
+    assert any(c.value.startswith(f"Signed in as **{default_local_user()}**") for c in at.sidebar.caption)

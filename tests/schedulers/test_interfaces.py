@@ -14,6 +14,7 @@ from schedulers.local import LocalExecutor
 from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.pyslurm_transport import ENV_VAR, PyslurmTransport
+from schedulers.slurm.rest_transport import SlurmRestTransport
 from schedulers.slurm.transport import SlurmTransport
 
 
@@ -55,7 +56,7 @@ def test_executor_instances_satisfy_the_protocol(tmp_path: Path, monkeypatch: py
     assert SlurmExecutor(slurm_conf=str(tmp_path / "slurm.conf")).job_times("1") == (None, None)
 
 
-@pytest.mark.parametrize("cls", [SlurmCommands, PyslurmTransport])
+@pytest.mark.parametrize("cls", [SlurmCommands, PyslurmTransport, SlurmRestTransport])
 def test_slurm_transports_implement_the_protocol(cls: type) -> None:
     assert_implements(cls, SlurmTransport)
 
@@ -70,5 +71,6 @@ def test_the_executor_uses_nothing_beyond_the_transport_protocol() -> None:
     assert used and used <= set(protocol_methods(SlurmTransport)), used - set(protocol_methods(SlurmTransport))
 
 
-def test_commands_transport_instance_satisfies_the_protocol() -> None:
+def test_transport_instances_satisfy_the_protocol() -> None:
     assert isinstance(SlurmCommands(slurm_conf="/nonexistent/slurm.conf"), SlurmTransport)
+    assert isinstance(SlurmRestTransport("http://127.0.0.1:9"), SlurmTransport)  # contacts nothing yet

@@ -24,6 +24,8 @@ from schedulers.slurm.pyslurm_transport import (
     probe,
     versions_match,
 )
+from schedulers.slurm.rest_transport import SlurmRestTransport
+from settings import ConfigError
 from tests.slurm_fixture import TEST_JOB_PREFIX, DevCluster
 
 HAVE_PYSLURM = importlib.util.find_spec("pyslurm") is not None
@@ -82,9 +84,17 @@ def test_forced_commands_needs_no_cluster(mode: pytest.MonkeyPatch) -> None:
 
 
 def test_unknown_mode_is_an_error(mode: pytest.MonkeyPatch) -> None:
-    mode.setenv(ENV_VAR, "rest")
-    with pytest.raises(SchedulerError, match="'rest' is not one of auto, commands, pyslurm"):
+    mode.setenv(ENV_VAR, "pigeon")
+    with pytest.raises(ConfigError, match="'pigeon' is not one of auto, commands, pyslurm, rest"):
         choose_transport()
+
+
+def test_rest_mode_builds_the_rest_transport_without_contacting_it(mode: pytest.MonkeyPatch) -> None:
+    mode.setenv(ENV_VAR, "rest")
+    mode.setenv("FLOWTRAIN_SLURM_REST_URL", "http://127.0.0.1:9/")
+    transport, reason = choose_transport(slurm_conf="/nonexistent/slurm.conf")
+    assert isinstance(transport, SlurmRestTransport) and transport.url == "http://127.0.0.1:9"
+    assert reason == f"{ENV_VAR}=rest (http://127.0.0.1:9/)"
 
 
 @pytest.mark.slurm

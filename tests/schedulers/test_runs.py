@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import pytest
 
-from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.base import Executor, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.local import LocalExecutor
 from schedulers.runs import RegistryError, RunNotFound, RunRegistry, classify, read_metrics
 from tests.helpers import wait_until
@@ -168,6 +168,9 @@ class BrokenExecutor:
         self._down(job_id)
 
     def log_path(self, job_id: str) -> Path | None:
+        self._down(job_id)
+
+    def accounting(self, job_id: str) -> JobAccounting | None:
         self._down(job_id)
 
 

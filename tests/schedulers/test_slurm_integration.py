@@ -4,6 +4,10 @@ Needs ``scripts/devcluster.sh install`` once; the session fixture starts the clu
 Every wait is a poll with a deadline (tests.helpers.wait_until). Jobs are named ``fttest-*`` and
 nodes are changed with reason ``flowtrain-test`` so that a later session can tidy up after an
 interrupted one (tests/slurm_fixture.py).
+
+The tests that exercise the transport (submit, follow, cancel, look up finished jobs, requeue) run
+once per transport: Slurm's commands, and slurmrestd (marker ``slurmrestd``; the cluster must run
+with ``--with rest``). The others (utilisation, node failures, launch lines) use the commands transport.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import pytest
 
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.jobenv import allowed
-from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.commands import SlurmCommands, SlurmJob
 from schedulers.slurm.executor import SlurmExecutor
+from schedulers.slurm.rest_transport import SlurmRestTransport
+from schedulers.slurm.transport import SlurmTransport
 from schedulers.utilisation import PartitionUtilisation, slurm_utilisation
 from tests.helpers import wait_until
 from tests.slurm_fixture import DEVCLUSTER, TEST_JOB_PREFIX, TEST_REASON, DevCluster
@@ -31,12 +37,36 @@ from tests.slurm_fixture import DEVCLUSTER, TEST_JOB_PREFIX, TEST_REASON, DevClu
 pytestmark = pytest.mark.slurm
 
 SLEEP = "import time\ntime.sleep(300)\n"
+TRANSPORTS = ["commands", pytest.param("rest", marks=pytest.mark.slurmrestd)]
+
+
+def make_transport(kind: str, cluster: DevCluster) -> SlurmTransport:
+    """A fresh transport of ``kind`` to the dev cluster (REST: slurmrestd with a `scontrol token`)."""
+    if kind == "commands":
+        return SlurmCommands(slurm_conf=cluster.slurm_conf)
+    cluster.need("rest")
+    assert cluster.rest_url is not None
+    return SlurmRestTransport(cluster.rest_url, token="scontrol", slurm_conf=cluster.slurm_conf)
+
+
+@pytest.fixture(params=TRANSPORTS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
-def ex(slurm_cluster: DevCluster) -> Iterator[SlurmExecutor]:
-    """An executor that cancels every job it submitted when the test ends."""
-    executor = SlurmExecutor(slurm_conf=slurm_cluster.slurm_conf)
+def ex(slurm_cluster: DevCluster, kind: str) -> Iterator[SlurmExecutor]:
+    """An executor over each transport in turn, cancelling every job it submitted when the test ends."""
+    yield from _cancelling(SlurmExecutor(slurm_conf=slurm_cluster.slurm_conf, commands=make_transport(kind, slurm_cluster)))
+
+
+@pytest.fixture
+def cmd_ex(slurm_cluster: DevCluster) -> Iterator[SlurmExecutor]:
+    """An executor over Slurm's commands (for tests about the cluster rather than the transport)."""
+    yield from _cancelling(SlurmExecutor(slurm_conf=slurm_cluster.slurm_conf, commands=make_transport("commands", slurm_cluster)))
+
+
+def _cancelling(executor: SlurmExecutor) -> Iterator[SlurmExecutor]:
     submitted: list[str] = []
     real_submit = executor.submit
 
@@ -85,7 +115,14 @@ def test_executor_satisfies_protocol(ex: SlurmExecutor) -> None:
     assert ex.reachable()
 
 
-def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecutor, tmp_path: Path) -> None:
+def finished_record(ex: SlurmExecutor, job_id: str) -> SlurmJob:
+    """The job as accounting has it (slurmdbd records a job shortly after it ends: polled)."""
+    return wait_until(lambda: (job := ex.commands.sacct_job(job_id)) is not None and job.state.is_final
+                      and job.workdir and job, timeout=30, message=f"accounting's record of job {job_id}")
+
+
+def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecutor, tmp_path: Path,
+                                                                  slurm_cluster: DevCluster, kind: str) -> None:
     pwned = tmp_path / "pwned"
     body = (
         "import os, pathlib\n"
@@ -108,10 +145,10 @@ def test_job_completes_writes_file_and_hostile_name_stays_inert(ex: SlurmExecuto
     assert log == request.run_dir / f"slurm-{job_id}.out"
     assert "hello from n" in log.read_text()
     assert not pwned.exists()
-    # A fresh executor (portal restarted) finds the log through Slurm; the jobcomp record agrees.
-    assert SlurmExecutor().log_path(job_id) == log
-    done = ex.commands.sacct_job(job_id)
-    assert done is not None and (done.state, done.exit_code) == (RunState.COMPLETED, 0)
+    # A fresh executor (portal restarted) finds the log through Slurm; accounting's record agrees.
+    assert SlurmExecutor(commands=make_transport(kind, slurm_cluster)).log_path(job_id) == log
+    done = finished_record(ex, job_id)
+    assert (done.state, done.exit_code) == (RunState.COMPLETED, 0)
     assert done.workdir == str(request.run_dir)
 
 
@@ -137,15 +174,16 @@ def test_job_environment_lacks_the_portals_secrets(ex: SlurmExecutor, tmp_path: 
     assert not extra and "SLURM_GET_USER_ENV" not in env, sorted(extra)
 
 
-def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path) -> None:
+def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path, kind: str) -> None:
     job_id = ex.submit(make_request(tmp_path, "import sys\nprint('bye')\nsys.exit(3)\n", name="exit3"))
     status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
     assert (status.state, status.exit_code, status.signal) == (RunState.FAILED, 3, None)
     assert status.reason == "NonZeroExitCode"
-    # Same answer through squeue --json (raw wait status 768) and through the jobcomp file.
+    # Same answer through the job list (raw wait status 768) and through accounting, except that
+    # slurmdbd's REST API in 22.05 says 0 for this job: the REST transport reports it unknown.
     assert ex.statuses([job_id])[job_id].exit_code == 3
-    done = ex.commands.sacct_job(job_id)
-    assert done is not None and (done.state, done.exit_code) == (RunState.FAILED, 3)
+    done = finished_record(ex, job_id)
+    assert (done.state, done.exit_code) == (RunState.FAILED, 3 if kind == "commands" else None)
 
 
 def test_cancel_gives_cancelled(ex: SlurmExecutor, tmp_path: Path) -> None:
@@ -164,11 +202,12 @@ def test_unknown_job(ex: SlurmExecutor) -> None:
 
 
 def test_bad_partition_is_a_clear_error(ex: SlurmExecutor, tmp_path: Path) -> None:
-    with pytest.raises(SchedulerError, match=r"sbatch.*(?i:invalid partition)"):
+    with pytest.raises(SchedulerError, match=r"(sbatch|job/submit).*(?i:invalid partition)"):
         ex.submit(make_request(tmp_path, "pass\n", name="badpart", partition="nosuch"))
 
 
-def test_busy_gpus_show_in_utilisation(ex: SlurmExecutor, tmp_path: Path) -> None:
+def test_busy_gpus_show_in_utilisation(cmd_ex: SlurmExecutor, tmp_path: Path) -> None:
+    ex = cmd_ex
     before = gpu_util()
     assert (before.total_gpus, before.idle_gpus, before.pending_jobs) == (16, 16, 0), (
         f"expected an idle dev cluster, found {before}"
@@ -218,13 +257,14 @@ RESUME_BODY = (
 )
 
 
-def test_requeue_job_survives_node_down(ex: SlurmExecutor, tmp_path: Path, slurm_cluster: DevCluster) -> None:
+def test_requeue_job_survives_node_down(cmd_ex: SlurmExecutor, tmp_path: Path, slurm_cluster: DevCluster) -> None:
     """A node going down under a --requeue job: PENDING with Restarts=1, then it runs elsewhere.
 
     The job is started again while its old node is still down, as after a real failure. (Resuming
     that node first lets the restart land where the first run's kill may still be in flight; all dev
     nodes share one host and slurmctld then drains the node: "Duplicate jobid".)
     """
+    ex = cmd_ex
     request = make_request(tmp_path, RESUME_BODY, name="nodedown", partition="gpu")
     job_id = ex.submit(request)
     node = wait_state(ex, job_id, RunState.RUNNING).nodes
@@ -268,8 +308,9 @@ printf '%s|%s|%s|%s|%s\\n' "${SLURM_PROCID:-}" "${SLURMD_NODENAME:-}" "${MASTER_
 """
 
 
-def test_distributed_launch_lines_run_on_real_slurm(ex: SlurmExecutor, tmp_path: Path) -> None:
+def test_distributed_launch_lines_run_on_real_slurm(cmd_ex: SlurmExecutor, tmp_path: Path) -> None:
     """Each framework's multi-node launch line, run by real srun with a stand-in interpreter."""
+    ex = cmd_ex
     fake = tmp_path / "fakepython"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import CommandError
-from settings import ConfigError, flowtrain_home, load_settings
+from settings import ConfigError, SlurmSettings, flowtrain_home, load_settings, slurm_settings
 from settings.access import os_user
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,6 +101,10 @@ def test_scheduler_and_environments_precedence(tmp_path: Path) -> None:
     ('[auth]\nsession_hours = 0\n', ["auth.session_hours"]),
     ('[auth]\nadmins = "root"\n', ["auth.admins", "list"]),
     ('[portal]\naddress = "everywhere"\n', ["portal.address"]),
+    ('[slurm]\ntransport = "pigeon"\n', ["slurm.transport", "pigeon", "rest"]),
+    ('[slurm]\ntransport = "rest"\n', ["slurm.transport", "rest_url"]),
+    ('[slurm]\nrest_url = "slurm:6820"\n', ["slurm.rest_url", "http://"]),
+    ('[slurm]\nrest_port = 6820\n', ["slurm.rest_port", "slurm.rest_url"]),
     ("home = [\n", ["TOML"]),
 ])
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) -> None:
@@ -135,6 +139,20 @@ def test_portal_binds_loopback_unless_told(tmp_path: Path) -> None:
     assert load_settings(cfg, environ={}).portal_address == "0.0.0.0"
     script = (REPO / "scripts" / "portal.sh").read_text(encoding="utf-8")
     assert "--server.address" in script and "portal_address" in script
+
+
+def test_slurm_transport_settings_and_their_variables(tmp_path: Path) -> None:
+    assert load_settings(environ={}, cwd=tmp_path).slurm == SlurmSettings(source="(default)")
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('[slurm]\ntransport = "rest"\nrest_url = "http://rest:6820"\nrest_token = "tok/jwt"\n')
+    s = load_settings(cfg, environ={}).slurm
+    assert (s.transport, s.rest_url, s.rest_token) == ("rest", "http://rest:6820", str(tmp_path / "tok" / "jwt"))
+    assert slurm_settings({"FLOWTRAIN_CONFIG": str(cfg)}) == s  # the executor's own reading agrees
+    over = slurm_settings({"FLOWTRAIN_CONFIG": str(cfg), "FLOWTRAIN_SLURM_TRANSPORT": "Commands",
+                           "FLOWTRAIN_SLURM_REST_TOKEN": "env"}, cwd=tmp_path)
+    assert (over.transport, over.source, over.rest_token) == ("commands", "FLOWTRAIN_SLURM_TRANSPORT", "env")
+    with pytest.raises(ConfigError, match='FLOWTRAIN_SLURM_TRANSPORT = "rest" needs the address of slurmrestd'):
+        slurm_settings({"FLOWTRAIN_SLURM_TRANSPORT": "rest"})
 
 
 def test_command_line_honours_the_settings_file(tmp_path: Path) -> None:
