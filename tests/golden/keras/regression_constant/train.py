@@ -219,7 +219,9 @@ def slurm_workers(tasks: int) -> list[str]:
     if env.get("FLOWTRAIN_NODE_ADDRS"):
         addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
     else:
-        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import expand_hostlist
+        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+            expand_hostlist,
+        )
 
         addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
     per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
