@@ -154,15 +154,17 @@ def _not_expressible(analysis: Analysis, framework: str) -> str | None:
     return None
 
 
-def _run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout: float) -> str | None:
-    """Run one framework's jobs in one subprocess; None on success, else what went wrong."""
+def run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout: float,
+               python: str | None = None) -> str | None:
+    """Run one framework's jobs in one subprocess of ``python`` (default: this interpreter); None on
+    success, else what went wrong."""
     jobs_file = folder / f"jobs-{framework}.json"
     jobs_file.write_text(json.dumps(jobs))
     # CPU float32 everywhere: a GPU's TF32 matrix products alone would exceed the tolerance.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
            "GLOG_minloglevel": "2"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "core.equivalence_worker", "--jobs", str(jobs_file)],
+        proc = subprocess.run([python or sys.executable, "-m", "core.equivalence_worker", "--jobs", str(jobs_file)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"the {framework} worker did not finish within {timeout:g} s"
@@ -215,7 +217,7 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
         for fw, fw_jobs in jobs.items():
             if not fw_jobs:
                 continue
-            failure = _run_worker(fw, fw_jobs, root, timeout)
+            failure = run_worker(fw, fw_jobs, root, timeout)
             for job in fw_jobs:
                 outcomes[job["name"]][fw] = _collect(job, failure)
         return {name: _compare(name, outcomes[name], frameworks, tolerance) for name in specs}

@@ -37,6 +37,7 @@ from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
+from schedulers.model_export import ONNX_MODEL_FILES, export_completed_run
 from settings import flowtrain_home
 
 SCHEMA_VERSION = 1
@@ -243,7 +244,7 @@ def classify(rel: str) -> str:
     name = parts[-1]
     if parts[0] == "checkpoints":
         return "checkpoint"
-    if parts[0] == "model":
+    if parts[0] == "model" or rel in ONNX_MODEL_FILES:
         return "model"
     if name in ("metrics.jsonl", "result.json"):
         return "metrics"
@@ -609,7 +610,10 @@ class RunRegistry:
         tail = None
         if status.state in FINAL_STATES and status.state != RunState.COMPLETED:
             tail = self.log_tail(run.id)
-        return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
+        change = self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
+        if change is not None and status.state == RunState.COMPLETED:
+            export_completed_run(self, run.id)  # model.onnx; a failure is a warning in the history
+        return change
 
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
