@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,8 @@ class Report:
     frameworks: dict[str, FrameworkOutcome]
     pairs: list[Pair]
     tolerance: float
+    inputs: np.ndarray | None = None  # the batch every framework ran
+    seed: int = 0  # the weights were random_canonical(analysis, seed)
 
     @property
     def ok(self) -> bool:
@@ -185,6 +187,7 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
     with tempfile.TemporaryDirectory(prefix="flowtrain-equivalence-", dir=workdir) as tmp:
         root = Path(tmp)
         outcomes: dict[str, dict[str, FrameworkOutcome]] = {}
+        inputs: dict[str, np.ndarray] = {}
         jobs: dict[str, list[dict[str, Any]]] = {fw: [] for fw in frameworks}
         for i, (name, spec) in enumerate(specs.items()):
             analysis = validate(spec)
@@ -192,7 +195,8 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
             case.mkdir()
             np.savez(case / "weights.npz", **random_canonical(analysis, seed))
             n = batch.get(name, 2) if isinstance(batch, dict) else batch
-            np.savez(case / "inputs.npz", x=random_inputs(analysis, n, seed + 1))
+            inputs[name] = random_inputs(analysis, n, seed + 1)
+            np.savez(case / "inputs.npz", x=inputs[name])
             outcomes[name] = {}
             for fw in frameworks:
                 if fw in missing:
@@ -220,7 +224,8 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
             failure = run_worker(fw, fw_jobs, root, timeout)
             for job in fw_jobs:
                 outcomes[job["name"]][fw] = _collect(job, failure)
-        return {name: _compare(name, outcomes[name], frameworks, tolerance) for name in specs}
+        return {name: replace(_compare(name, outcomes[name], frameworks, tolerance), inputs=inputs[name], seed=seed)
+                for name in specs}
 
 
 def check(spec: PipelineSpec, frameworks: Sequence[str] = FRAMEWORKS, tolerance: float = DEFAULT_TOLERANCE,
