@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ import numpy as np
 from core.equivalence import WORKER_TIMEOUT_S, run_worker
 from core.equivalence_worker import SAVED_MODEL, error_path
 from core.errors import FlowTrainError
+
+WORKER_CHUNK = 8  # program folders per worker subprocess: bounds the weights on disk and in memory at once
 
 
 class TrainedModelError(FlowTrainError):
@@ -56,28 +59,63 @@ def read_trained(folder: str | Path, *, python: str | None = None, inputs: np.nd
     ``python``: the interpreter that has the program's framework (the run's environment; default
     this one). Raises :class:`TrainedModelError` naming what is missing or what went wrong.
     """
-    folder = Path(folder).resolve()
-    framework = program_framework(folder)
+    [(_, result)] = list(read_trained_many([folder], python=python, inputs=inputs, timeout=timeout))
+    if isinstance(result, TrainedModelError):
+        raise result
+    return result
+
+
+def read_trained_many(folders: Sequence[str | Path], *, python: str | None = None,
+                      inputs: np.ndarray | None = None, timeout: float = WORKER_TIMEOUT_S,
+                      chunk: int = WORKER_CHUNK) -> Iterator[tuple[Path, Trained | TrainedModelError]]:
+    """:func:`read_trained` for several program folders, one subprocess per framework and ``chunk``
+    of folders (importing the framework is the slow part); yields each folder with its result or
+    its error as soon as its chunk is done, so that only one chunk's weights are held at a time."""
+    groups: dict[str, list[Path]] = {}
+    for folder in (Path(f).resolve() for f in folders):
+        try:
+            framework = program_framework(folder)
+            if not (folder / SAVED_MODEL[framework]).is_file():
+                raise TrainedModelError(f"{folder} has no final model {SAVED_MODEL[framework]} (the program "
+                                        "writes it when training ends)")
+        except TrainedModelError as exc:
+            yield folder, exc
+            continue
+        groups.setdefault(framework, []).append(folder)
+    for framework, group in groups.items():
+        for i in range(0, len(group), chunk):
+            yield from _read_chunk(framework, group[i:i + chunk], python, inputs, timeout)
+
+
+def _read_chunk(framework: str, folders: list[Path], python: str | None, inputs: np.ndarray | None,
+                timeout: float) -> Iterator[tuple[Path, Trained | TrainedModelError]]:
     saved = SAVED_MODEL[framework]
-    if not (folder / saved).is_file():
-        raise TrainedModelError(f"{folder} has no final model {saved} (the program writes it when training ends)")
     with tempfile.TemporaryDirectory(prefix="flowtrain-trained-") as tmp:
         root = Path(tmp)
-        job: dict[str, str | bool] = {"dir": str(folder), "trained": True, "canonical": str(root / "canonical.npz")}
         if inputs is not None:
             np.savez(root / "inputs.npz", x=inputs)
-            job.update(inputs=str(root / "inputs.npz"), out=str(root / "out.npz"))
-        failure = run_worker(framework, [job], root, timeout, python)
-        error = error_path(job)
-        if error.exists():
-            lines = error.read_text(encoding="utf-8").strip().splitlines()
-            raise TrainedModelError(f"{framework} could not read {saved}: " + " | ".join(lines[-3:]))
-        if failure is not None:
-            raise TrainedModelError(failure)
-        with np.load(root / "canonical.npz") as data:
-            weights = {key: data[key] for key in data.files}
-        output = None
-        if inputs is not None:
-            with np.load(root / "out.npz") as data:
-                output = data["output"]
+        jobs: list[dict[str, str | bool]] = []
+        for i, folder in enumerate(folders):
+            job: dict[str, str | bool] = {"dir": str(folder), "trained": True, "canonical": str(root / f"w{i}.npz")}
+            if inputs is not None:
+                job.update(inputs=str(root / "inputs.npz"), out=str(root / f"out{i}.npz"))
+            jobs.append(job)
+        failure = run_worker(framework, jobs, root, timeout, python)
+        for folder, job in zip(folders, jobs):
+            yield folder, _collect(framework, saved, job, failure)
+
+
+def _collect(framework: str, saved: str, job: dict[str, str | bool], failure: str | None) -> Trained | TrainedModelError:
+    error = error_path(job)
+    if error.exists():
+        lines = error.read_text(encoding="utf-8").strip().splitlines()
+        return TrainedModelError(f"{framework} could not read {saved}: " + " | ".join(lines[-3:]))
+    if not Path(str(job["canonical"])).exists():
+        return TrainedModelError(failure or f"the {framework} worker wrote no weights")
+    with np.load(str(job["canonical"])) as data:
+        weights = {key: data[key] for key in data.files}
+    output = None
+    if "out" in job:
+        with np.load(str(job["out"])) as data:
+            output = data["output"]
     return Trained(framework, saved, weights, output)

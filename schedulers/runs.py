@@ -37,7 +37,7 @@ from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
-from schedulers.model_export import ONNX_MODEL_FILES, export_completed_run
+from schedulers.model_export import ONNX_MODEL_FILES, export_completed_runs
 from settings import flowtrain_home
 
 SCHEMA_VERSION = 1
@@ -597,6 +597,8 @@ class RunRegistry:
                 change = self._apply(executor, run, status)
                 if change:
                     report.changes.append(change)
+        # model.onnx for each run that completed just now; a failure is a warning in its history
+        export_completed_runs(self, [c.run_id for c in report.changes if c.state == RunState.COMPLETED.value])
         if metrics:
             for run in runs:
                 if run.job_id:
@@ -610,10 +612,7 @@ class RunRegistry:
         tail = None
         if status.state in FINAL_STATES and status.state != RunState.COMPLETED:
             tail = self.log_tail(run.id)
-        change = self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
-        if change is not None and status.state == RunState.COMPLETED:
-            export_completed_run(self, run.id)  # model.onnx; a failure is a warning in the history
-        return change
+        return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""

@@ -5,7 +5,7 @@ and the run stays COMPLETED — reconcile never fails for it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -65,26 +65,31 @@ def test_a_completed_run_without_a_final_model_gets_a_warning_not_a_crash(reg: R
     assert not (reg.get(run_id).run_dir / "model.onnx").exists()
 
 
-def test_a_completed_run_gets_model_onnx_from_its_trained_weights(reg: RunRegistry,
+def test_completed_runs_get_model_onnx_from_their_trained_weights(reg: RunRegistry,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """The framework's part (reading the final model back) is replaced here; the rest is real."""
+    """The framework's part (reading the final models back) is replaced here; the rest is real. Runs
+    that complete together are read in one go (one framework import)."""
     weights = random_canonical(validate(SPEC), seed=9)
-    asked: list[tuple[Path, str | None]] = []
+    asked: list[tuple[list[Path], str | None]] = []
 
-    def read_trained(folder: Path, *, python: str | None = None, **kw: object) -> Trained:
-        asked.append((Path(folder), python))
-        return Trained("torch", "model/model.pt", weights)
+    def read_trained_many(folders: list[Path], *, python: str | None = None,
+                          **kw: object) -> Iterator[tuple[Path, Trained]]:
+        asked.append((list(folders), python))
+        return iter([(Path(f), Trained("torch", "model/model.pt", weights)) for f in folders])
 
-    monkeypatch.setattr(core.trained, "read_trained", read_trained)
-    run_id = submitted_run(reg)
+    monkeypatch.setattr(core.trained, "read_trained_many", read_trained_many)
+    first, second = submitted_run(reg), submitted_run(reg)
     reg.reconcile({"local": FinishedExecutor()})
-    run = reg.get(run_id)
-    assert asked == [(run.run_dir, run.environment)]
-    assert reg.history(run_id)[-1].detail == "model.onnx written (ONNX opset 17) from model/model.pt"
-    stored = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(run.run_dir / "model.onnx")).graph.initializer}
-    np.testing.assert_array_equal(stored["fc/weight"], weights["fc/weight"])
-    assert {a.path: a.kind for a in reg.artifacts(run_id)}["model.onnx"] == "model"
-    assert reg.reconcile({"local": FinishedExecutor()}).checked == 0  # once only
+    runs = [reg.get(first), reg.get(second)]
+    assert asked == [([r.run_dir for r in runs], runs[0].environment)]
+    for run in runs:
+        assert reg.history(run.id)[-1].detail == "model.onnx written (ONNX opset 17) from model/model.pt"
+        stored = {t.name: numpy_helper.to_array(t)
+                  for t in onnx.load(str(run.run_dir / "model.onnx")).graph.initializer}
+        np.testing.assert_array_equal(stored["fc/weight"], weights["fc/weight"])
+        assert {a.path: a.kind for a in reg.artifacts(run.id)}["model.onnx"] == "model"
+    assert reg.reconcile({"local": FinishedExecutor()}).checked == 0  # once only: they are final now
+    assert len(asked) == 1
 
 
 def test_a_runs_export_can_take_weights_from_a_file(reg: RunRegistry, tmp_path: Path) -> None:
