@@ -23,6 +23,7 @@ from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
+from schedulers.model_export import export_note
 from schedulers.runs import Run, RunRegistry, StateChange, tail_file
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import acting_user, listing_user
@@ -270,6 +271,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             shown = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             print("result: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                          for k, v in shown.items()), file=out)
+        note = export_note(registry, run.id)
+        if note:
+            print(note, file=out)
         return 0
     if not run.is_final:
         print(f"still {run.state.value} after {args.timeout:g} s; follow it with: python -m flowtrain status {run.id}",

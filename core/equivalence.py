@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,8 @@ class Report:
     frameworks: dict[str, FrameworkOutcome]
     pairs: list[Pair]
     tolerance: float
+    inputs: np.ndarray | None = None  # the batch every framework ran
+    seed: int = 0  # the weights were random_canonical(analysis, seed)
 
     @property
     def ok(self) -> bool:
@@ -154,15 +156,17 @@ def _not_expressible(analysis: Analysis, framework: str) -> str | None:
     return None
 
 
-def _run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout: float) -> str | None:
-    """Run one framework's jobs in one subprocess; None on success, else what went wrong."""
+def run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout: float,
+               python: str | None = None) -> str | None:
+    """Run one framework's jobs in one subprocess of ``python`` (default: this interpreter); None on
+    success, else what went wrong."""
     jobs_file = folder / f"jobs-{framework}.json"
     jobs_file.write_text(json.dumps(jobs))
     # CPU float32 everywhere: a GPU's TF32 matrix products alone would exceed the tolerance.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
            "GLOG_minloglevel": "2"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "core.equivalence_worker", "--jobs", str(jobs_file)],
+        proc = subprocess.run([python or sys.executable, "-m", "core.equivalence_worker", "--jobs", str(jobs_file)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"the {framework} worker did not finish within {timeout:g} s"
@@ -183,6 +187,7 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
     with tempfile.TemporaryDirectory(prefix="flowtrain-equivalence-", dir=workdir) as tmp:
         root = Path(tmp)
         outcomes: dict[str, dict[str, FrameworkOutcome]] = {}
+        inputs: dict[str, np.ndarray] = {}
         jobs: dict[str, list[dict[str, Any]]] = {fw: [] for fw in frameworks}
         for i, (name, spec) in enumerate(specs.items()):
             analysis = validate(spec)
@@ -190,7 +195,8 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
             case.mkdir()
             np.savez(case / "weights.npz", **random_canonical(analysis, seed))
             n = batch.get(name, 2) if isinstance(batch, dict) else batch
-            np.savez(case / "inputs.npz", x=random_inputs(analysis, n, seed + 1))
+            inputs[name] = random_inputs(analysis, n, seed + 1)
+            np.savez(case / "inputs.npz", x=inputs[name])
             outcomes[name] = {}
             for fw in frameworks:
                 if fw in missing:
@@ -215,10 +221,11 @@ def check_many(specs: dict[str, PipelineSpec], frameworks: Sequence[str] = FRAME
         for fw, fw_jobs in jobs.items():
             if not fw_jobs:
                 continue
-            failure = _run_worker(fw, fw_jobs, root, timeout)
+            failure = run_worker(fw, fw_jobs, root, timeout)
             for job in fw_jobs:
                 outcomes[job["name"]][fw] = _collect(job, failure)
-        return {name: _compare(name, outcomes[name], frameworks, tolerance) for name in specs}
+        return {name: replace(_compare(name, outcomes[name], frameworks, tolerance), inputs=inputs[name], seed=seed)
+                for name in specs}
 
 
 def check(spec: PipelineSpec, frameworks: Sequence[str] = FRAMEWORKS, tolerance: float = DEFAULT_TOLERANCE,

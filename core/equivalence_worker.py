@@ -1,5 +1,5 @@
 """Runs generated ``model.py`` files of ONE framework and saves their outputs (a subprocess of
-:mod:`core.equivalence`).
+:mod:`core.equivalence` and :mod:`core.trained`).
 
     python -m core.equivalence_worker --dir D --weights W.npz --inputs X.npz --out Y.npz [--train-update]
     python -m core.equivalence_worker --jobs JOBS.json
@@ -10,6 +10,10 @@ canonical weights, runs the inputs in eval mode and writes ``output`` to Y.npz. 
 canonical weights afterwards as ``after/<key>`` (BatchNorm running statistics move; nothing
 else should). With ``--jobs`` a failing job is recorded in ``<out>.error.txt`` and the others
 still run, so one broken graph does not hide the rest.
+
+A job with ``"trained": true`` loads the program's final model instead (:data:`SAVED_MODEL`, what
+``train.py`` saved at the end of a run in D) and, with ``"canonical": C.npz``, writes its weights in
+the canonical layout there; ``inputs``/``out`` are then optional (the trained model's outputs).
 
 This module imports only numpy, the standard library and — inside the job — one framework and
 the generated model.py; never another part of FlowTrain, so it measures the generated code alone.
@@ -39,6 +43,28 @@ def load_model_module(folder: Path, name: str) -> ModuleType:
     return module
 
 
+# The final model each framework's train.py saves (docs/generated-program.md, "What it writes").
+SAVED_MODEL = {"torch": "model/model.pt", "keras": "model/model.keras", "paddle": "model/model.pdparams"}
+
+
+def load_saved_model(framework: str, model: Any, path: Path) -> None:
+    """The weights ``train.py`` saved at ``path`` into ``model`` (built by the same ``model.py``)."""
+    if framework == "torch":
+        import torch
+
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    elif framework == "keras":
+        model.load_weights(str(path))
+    elif framework == "paddle":
+        import paddle
+
+        missing, unexpected = model.set_state_dict(paddle.load(str(path)))
+        if missing or unexpected:
+            raise ValueError(f"{path} does not fit this model: missing {missing}, unexpected {unexpected}")
+    else:
+        raise ValueError(f"unknown framework {framework!r}")
+
+
 def train_forward(framework: str, module: ModuleType, model: Any, x: np.ndarray) -> None:
     """One forward pass in training mode without an optimizer step (updates BatchNorm statistics)."""
     if framework == "torch":
@@ -64,16 +90,24 @@ def run_job(job: dict[str, Any], index: int) -> None:
     folder = Path(job["dir"])
     framework = json.loads((folder / "manifest.json").read_text())["framework"]
     module = load_model_module(folder, f"flowtrain_equivalence_model_{index}")
-    with np.load(job["weights"]) as w:
-        weights = {k: w[k] for k in w.files}
-    with np.load(job["inputs"]) as i:
-        x = i["x"]
     if framework == "torch":
         import torch
 
         torch.manual_seed(0)
     model = module.build_model()
-    module.load_canonical_weights(model, weights)
+    if job.get("trained"):
+        load_saved_model(framework, model, folder / SAVED_MODEL[framework])
+    else:
+        with np.load(job["weights"]) as w:
+            weights = {k: w[k] for k in w.files}
+        module.load_canonical_weights(model, weights)
+    if job.get("canonical"):
+        _save(Path(job["canonical"]), {key: np.asarray(value, dtype=np.float32)
+                                       for key, value in module.canonical_weights(model).items()})
+    if not job.get("inputs"):
+        return
+    with np.load(job["inputs"]) as i:
+        x = i["x"]
     results = {"output": np.asarray(module.forward_numpy(model, x), dtype=np.float32)}
     if job.get("train_update"):
         fresh = module.build_model()
@@ -81,10 +115,18 @@ def run_job(job: dict[str, Any], index: int) -> None:
         train_forward(framework, module, fresh, x)
         for key, value in module.canonical_weights(fresh).items():
             results[f"after/{key}"] = np.asarray(value, dtype=np.float32)
-    out = Path(job["out"])
+    _save(Path(job["out"]), results)
+
+
+def _save(out: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = out.with_name(out.name + ".tmp.npz")
-    np.savez(tmp, **results)
+    np.savez(tmp, **arrays)
     tmp.replace(out)
+
+
+def error_path(job: dict[str, Any]) -> Path:
+    """Where a failed job's traceback goes: beside its output (or its canonical weights)."""
+    return Path((job.get("out") or job["canonical"]) + ".error.txt")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 run_job(job, i)
             except Exception:  # noqa: BLE001  (recorded for the parent, which reports it per graph)
-                Path(job["out"] + ".error.txt").write_text(traceback.format_exc())
+                error_path(job).write_text(traceback.format_exc())
         return 0
     if not (args.dir and args.weights and args.inputs and args.out):
         parser.error("give --jobs, or all of --dir, --weights, --inputs and --out")

@@ -12,9 +12,12 @@ Pure numpy: no framework is imported here.
 from __future__ import annotations
 
 import math
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
+from core.errors import CommandError
 from core.ops import REGISTRY, Weight
 from core.validate import Analysis, NodeInfo
 
@@ -65,3 +68,18 @@ def _draw(rng: np.random.Generator, w: Weight) -> np.ndarray:
         return rng.normal(0.0, max(w.std, 0.1), w.shape)
     bound = 1.0 / math.sqrt(w.fan_in)
     return rng.uniform(-bound, bound, w.shape)
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Canonical weights from an ``.npz`` file (``numpy.savez``, keys ``"<node id>/<name>"``).
+
+    Pickled objects are refused (``allow_pickle=False``): a weights file is data, never code.
+    """
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("it holds one unnamed array, not named weights (write it with numpy.savez)")
+        with data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise CommandError(f"{path} cannot be read as canonical weights (.npz): {exc}") from None

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from schedulers.model_export import ONNX_MODEL_FILES
+
 CODE_FILES = {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"}
 
 
@@ -158,7 +160,7 @@ def classify(rel: str) -> str:
     name = parts[-1]
     if parts[0] == "checkpoints":
         return "checkpoint"
-    if parts[0] == "model":
+    if parts[0] == "model" or rel in ONNX_MODEL_FILES:
         return "model"
     if name in ("metrics.jsonl", "result.json"):
         return "metrics"

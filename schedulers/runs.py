@@ -47,6 +47,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
+from schedulers.model_export import export_completed_runs
 from schedulers.registry_db import (
     FINAL_SQL,
     MIGRATIONS,
@@ -591,6 +592,8 @@ class RunRegistry:
                 change = self._apply(executor, run, status)
                 if change:
                     report.changes.append(change)
+        # model.onnx for each run that completed just now; a failure is a warning in its history
+        export_completed_runs(self, [c.run_id for c in report.changes if c.state == RunState.COMPLETED.value])
         if metrics:
             for run in runs:
                 if run.job_id:

@@ -2,8 +2,9 @@
 three frameworks can express gives the same outputs (and BatchNorm running statistics) for the same
 weights, within 1e-4.
 
-Each group runs with one subprocess per framework (core.equivalence.check_many): importing the
-frameworks is the slow part. VGG-16 and AlexNet (138 M and 61 M weights at 224×224) are `slow`.
+Each group runs with one subprocess per framework (core.equivalence.check_many, in the session
+fixtures of tests/frameworks/conftest.py, which the ONNX tests share): importing the frameworks is
+the slow part. VGG-16 and AlexNet (138 M and 61 M weights at 224×224) are `slow`.
 """
 
 from __future__ import annotations
@@ -15,44 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from core import zoo
 from core.equivalence import (
     BATCH_ONE,
     FrameworkOutcome,
     Report,
     check,
-    check_many,
-    small_batch,
     small_zoo_spec,
     wants_train_update,
 )
 from core.mapping.base import FRAMEWORKS, unsupported_problems
 from core.validate import validate
-from tests.op_cases import flatten_linear_spec, one_op_spec, specs
+from tests.frameworks.groups import ONE_OP, TOLERANCE, ZOO_SMALL
+from tests.op_cases import one_op_spec
 
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
-TOLERANCE = 1e-4
-ONE_OP = {**specs(), "flatten-linear": flatten_linear_spec()}
-ZOO = [e.name for e in zoo.entries()]
 
 
 def expressible_everywhere(name: str) -> bool:
     analysis = validate(small_zoo_spec(name))
     return all(not unsupported_problems(analysis, fw) for fw in FRAMEWORKS)
-
-
-@pytest.fixture(scope="module")
-def one_op_reports() -> dict[str, Report]:
-    return check_many(ONE_OP, tolerance=TOLERANCE)
-
-
-@pytest.fixture(scope="module")
-def zoo_reports() -> dict[str, Report]:
-    names = [n for n in ZOO if n not in BATCH_ONE]
-    return check_many({n: small_zoo_spec(n) for n in names}, tolerance=TOLERANCE,
-                      batch={n: small_batch(n) for n in names})
 
 
 def assert_equivalent(report: Report) -> None:
@@ -70,7 +54,7 @@ def test_one_op_graph_is_equivalent(name: str, one_op_reports: dict[str, Report]
     assert report.compared == list(FRAMEWORKS), report.text()  # every op is in every framework's catalogue
 
 
-@pytest.mark.parametrize("name", [n for n in ZOO if n not in BATCH_ONE])
+@pytest.mark.parametrize("name", ZOO_SMALL)
 def test_zoo_template_is_equivalent(name: str, zoo_reports: dict[str, Report]) -> None:
     if not expressible_everywhere(name):
         pytest.skip(f"{name} is not expressible in every framework")

@@ -1,0 +1,84 @@
+"""``python -m flowtrain export-onnx`` from a spec file, run as a user runs it (no framework needed).
+From a run's id: tests/frameworks/test_onnx_runs.py (it needs a trained run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+from core.validate import validate
+from core.weights import random_canonical
+from tests.op_cases import flatten_linear_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def flowtrain(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
+    env.update(FLOWTRAIN_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))  # run from tmp_path: relative --out
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def initialisers(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+
+
+def spec_file(tmp_path: Path) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(flatten_linear_spec().to_json())
+    return path
+
+
+def test_a_spec_exports_with_seeded_random_weights(tmp_path: Path) -> None:
+    spec = spec_file(tmp_path)
+    done = flowtrain(tmp_path, "export-onnx", str(spec))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "model.onnx"  # the default, in the working directory
+    assert done.stdout.startswith(f"{out.name}: ONNX opset 17, ") and "random weights (seed 0)" in done.stdout
+    y = ort.InferenceSession(str(out)).run(["output"], {"input": np.ones((2, 2, 6, 7), np.float32)})[0]
+    assert y.shape == (2, 5)
+    assert flowtrain(tmp_path, "export-onnx", str(spec), "--seed", "1", "--out", "seed1.onnx").returncode == 0
+    a, b = initialisers(out), initialisers(tmp_path / "seed1.onnx")
+    assert not np.array_equal(a["fc/weight"], b["fc/weight"])
+
+
+def test_a_spec_exports_the_weights_it_is_given(tmp_path: Path) -> None:
+    weights = random_canonical(validate(flatten_linear_spec()), seed=5)
+    np.savez(tmp_path / "w.npz", **weights)
+    done = flowtrain(tmp_path, "export-onnx", str(spec_file(tmp_path)), "--weights", "w.npz", "--out", "out/m.onnx")
+    assert done.returncode == 0, done.stderr
+    stored = initialisers(tmp_path / "out" / "m.onnx")
+    for key, value in weights.items():
+        np.testing.assert_array_equal(stored[key], value)
+
+
+def test_weights_that_do_not_fit_are_refused_naming_each_key(tmp_path: Path) -> None:
+    weights = random_canonical(validate(flatten_linear_spec()))
+    weights.pop("fc/bias")
+    weights["conv/weight"] = np.zeros((1, 1), np.float32)
+    np.savez(tmp_path / "w.npz", **weights)
+    done = flowtrain(tmp_path, "export-onnx", str(spec_file(tmp_path)), "--weights", "w.npz")
+    assert done.returncode == 2
+    assert "weights[fc/bias]: is missing; expected an array of shape (5,)" in done.stderr
+    assert "weights[conv/weight]: does not fit the graph; received float32 (1, 1)" in done.stderr
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_what_is_neither_a_spec_nor_a_run_is_refused(tmp_path: Path) -> None:
+    missing = flowtrain(tmp_path, "export-onnx", "nothing.json")
+    assert missing.returncode == 2 and "nothing.json: no such spec file, and not a run id" in missing.stderr
+    no_run = flowtrain(tmp_path, "export-onnx", "20260101-000000-abcdef")
+    assert no_run.returncode == 2 and "no run '20260101-000000-abcdef'" in no_run.stderr
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    bad = flowtrain(tmp_path, "export-onnx", str(spec_file(tmp_path)), "--weights", "one.npy")
+    assert bad.returncode == 2 and "one.npy cannot be read as canonical weights (.npz)" in bad.stderr

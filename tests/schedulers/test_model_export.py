@@ -1,0 +1,102 @@
+"""model.onnx for completed runs, as the registry records them (no framework here: a real run of each
+framework is tests/frameworks/test_onnx_runs.py). When reconcile sees a run complete it writes
+``<run dir>/model.onnx`` and says so in the run's history; when that fails, the history says why
+and the run stays COMPLETED — reconcile never fails for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import core.trained
+from core.trained import Trained
+from core.validate import validate
+from core.weights import random_canonical
+from schedulers.base import JobRequest, JobStatus, RunState
+from schedulers.model_export import export_note, export_run_onnx
+from schedulers.runs import RunRegistry
+from tests.op_cases import flatten_linear_spec
+
+SPEC = flatten_linear_spec()
+
+
+class FinishedExecutor:
+    """Every job it is asked about has completed."""
+
+    name = "local"
+
+    def submit(self, request: JobRequest) -> str:
+        raise NotImplementedError
+
+    def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        return {j: JobStatus(j, RunState.COMPLETED, exit_code=0) for j in job_ids}
+
+    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
+        return None, None
+
+
+def submitted_run(reg: RunRegistry) -> str:
+    run = reg.create_run(user="alice", spec_json=SPEC.to_json(), spec_hash=SPEC.spec_hash(), framework="torch",
+                         scheduler="local", name=SPEC.name)
+    reg.mark_submitted(run.id, "7")
+    return run.id
+
+
+@pytest.fixture
+def reg(tmp_path: Path) -> RunRegistry:
+    return RunRegistry(home=tmp_path / "home")
+
+
+def test_a_completed_run_without_a_final_model_gets_a_warning_not_a_crash(reg: RunRegistry) -> None:
+    run_id = submitted_run(reg)
+    report = reg.reconcile({"local": FinishedExecutor()})
+    assert [c.state for c in report.changes] == ["COMPLETED"] and not report.errors
+    assert reg.get(run_id).state == RunState.COMPLETED
+    last = reg.history(run_id)[-1]
+    assert last.state == "COMPLETED"
+    assert last.detail.startswith("warning: model.onnx not written: TrainedModelError: ")
+    assert "no generated program (no manifest.json)" in last.detail
+    assert export_note(reg, run_id) == last.detail
+    assert not (reg.get(run_id).run_dir / "model.onnx").exists()
+
+
+def test_completed_runs_get_model_onnx_from_their_trained_weights(reg: RunRegistry,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The framework's part (reading the final models back) is replaced here; the rest is real. Runs
+    that complete together are read in one go (one framework import)."""
+    weights = random_canonical(validate(SPEC), seed=9)
+    asked: list[tuple[list[Path], str | None]] = []
+
+    def read_trained_many(folders: list[Path], *, python: str | None = None,
+                          **kw: object) -> Iterator[tuple[Path, Trained]]:
+        asked.append((list(folders), python))
+        return iter([(Path(f), Trained("torch", "model/model.pt", weights)) for f in folders])
+
+    monkeypatch.setattr(core.trained, "read_trained_many", read_trained_many)
+    first, second = submitted_run(reg), submitted_run(reg)
+    reg.reconcile({"local": FinishedExecutor()})
+    runs = [reg.get(first), reg.get(second)]
+    assert asked == [([r.run_dir for r in runs], runs[0].environment)]
+    for run in runs:
+        assert reg.history(run.id)[-1].detail == "model.onnx written (ONNX opset 17) from model/model.pt"
+        stored = {t.name: numpy_helper.to_array(t)
+                  for t in onnx.load(str(run.run_dir / "model.onnx")).graph.initializer}
+        np.testing.assert_array_equal(stored["fc/weight"], weights["fc/weight"])
+        assert {a.path: a.kind for a in reg.artifacts(run.id)}["model.onnx"] == "model"
+    assert reg.reconcile({"local": FinishedExecutor()}).checked == 0  # once only: they are final now
+    assert len(asked) == 1
+
+
+def test_a_runs_export_can_take_weights_from_a_file(reg: RunRegistry, tmp_path: Path) -> None:
+    weights = random_canonical(validate(SPEC), seed=2)
+    np.savez(tmp_path / "w.npz", **weights)
+    run = reg.get(submitted_run(reg))
+    path, source = export_run_onnx(run, tmp_path / "out.onnx", weights=tmp_path / "w.npz")
+    assert source == str(tmp_path / "w.npz")
+    stored = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    np.testing.assert_array_equal(stored["conv/weight"], weights["conv/weight"])
