@@ -211,6 +211,11 @@ class Editor:
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
     auto_layout: bool = False  # render the current canvas version with the browser's layered layout
+    # Version of the forms that show the document: part of every form widget's key, so a replaced
+    # document (template, import, undo, a run's spec) is shown by new widgets. A browser keeps the
+    # value of a widget whose key it knows and sends it back; that is how stale values came back.
+    form_version: int = 0
+    imports: int = 0  # files imported (or refused) so far: the file uploader is a new, empty one after each
     _sent_signature: Any = None
     _cache_rev: int = -1
     _extraction: Extraction | None = None
@@ -254,6 +259,10 @@ class Editor:
         self._sent_signature = None
         self.auto_layout = False
 
+    def refresh_forms(self) -> None:
+        """The document changed other than through the widget showing it: show it with new widgets."""
+        self.form_version += 1
+
     def notice(self, level: Level, text: str, area: str = "graph") -> None:
         self.notices.append(Notice(level, text, area))
 
@@ -262,6 +271,12 @@ class Editor:
         out = [n for n in self.notices if area is None or n.area == area]
         self.notices = [n for n in self.notices if n not in out]
         return out
+
+    @property
+    def upload_key(self) -> str:
+        """Key of the import widget: a fresh, empty uploader after every import, so the same file can be
+        chosen again (an uploader that still holds it reports no change)."""
+        return f"toolbar.import.{self.imports}"
 
     @property
     def canvas_key(self) -> str:
@@ -446,13 +461,16 @@ class Editor:
         self.doc = json.loads(self.history.pop())
         if not self.has_node(self.selected):
             self.selected = None
+        self.refresh_forms()
         self._changed()
         return True
 
     def replace_doc(self, doc: dict[str, Any]) -> None:
+        """A new document (template, import, a run's spec, a blank one): the forms become views of it."""
         self._snapshot()
         self.doc = doc
         self.selected = None
+        self.refresh_forms()
         self._changed()
 
     def load_spec(self, spec: PipelineSpec) -> None:

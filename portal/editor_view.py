@@ -16,7 +16,7 @@ from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY
 from portal import canvas, dataprobe, users
 from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
-from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
+from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget, wkey
 from portal.session import reset_widgets
 from settings import Settings
 
@@ -30,7 +30,8 @@ FAMILY_ORDER = ["io", "conv", "pool", "dense", "activation", "norm", "dropout", 
 
 
 def _after_replace(ed: Editor) -> None:
-    """The document was replaced: widgets must show its values again."""
+    """The document was replaced (its forms have a new version already): forget the old widgets'
+    values and the data layer's scratch state (the probe's last answer, the path being typed)."""
     reset_widgets(*FIELD_PREFIXES, PARAM_PREFIX, "editor.")
 
 
@@ -46,10 +47,11 @@ def _load_template(ed: Editor) -> None:
     _after_replace(ed)
 
 
-def _import(ed: Editor) -> None:
-    upload = st.session_state.get("toolbar.import")
+def _import(ed: Editor, key: str) -> None:
+    upload = st.session_state.get(key)
     if upload is None:
         return
+    ed.imports += 1  # the next import gets an empty uploader: the same file again is a new import
     try:
         ed.load_json(upload.getvalue(), source=upload.name)
     except FlowTrainError as err:
@@ -86,7 +88,8 @@ def toolbar(ed: Editor) -> None:
                   help="Undo the last change to the pipeline.")
     c1, c2, c3 = st.columns([4, 3, 2], vertical_alignment="bottom")
     with c1:
-        st.file_uploader("Import a spec (JSON)", type=["json"], key="toolbar.import", on_change=_import, args=(ed,))
+        st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
+                         args=(ed, ed.upload_key))
     with c2:
         try:
             text = ed.spec_json()
@@ -129,9 +132,9 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     st.session_state["editor.probe"] = ("info", result.detail)
 
 
-def _choose_builtin(ed: Editor, settings: Settings, user: str) -> None:
-    _set_source(ed, st.session_state["data.builtin"], settings, user)
-    reset_widgets("data.")
+def _choose_builtin(ed: Editor, settings: Settings, user: str, key: str) -> None:
+    _set_source(ed, st.session_state[key], settings, user)
+    ed.refresh_forms()  # the probe set format, size and classes
 
 
 def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
@@ -150,7 +153,7 @@ def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
         return
     with st.spinner("Detecting the format and size…"):
         _set_source(ed, str(path), settings, user)
-    reset_widgets("data.format", "data.size", "data.num_classes")
+    ed.refresh_forms()  # the probe set format, size and classes
 
 
 def _list_files(root: Path) -> list[str]:
@@ -174,14 +177,14 @@ def _add_step(ed: Editor, which: Literal["preprocessing", "augmentation"]) -> No
     if not op:
         return
     ed.set_list(which, [*(ed.doc["data"].get(which) or []), new_step(which, op)])
-    reset_widgets("step.")
+    ed.refresh_forms()
 
 
 def _remove_step(ed: Editor, which: Literal["preprocessing", "augmentation"], index: int) -> None:
     steps = list(ed.doc["data"].get(which) or [])
     del steps[index]
     ed.set_list(which, steps)
-    reset_widgets("step.")
+    ed.refresh_forms()  # the later steps moved up one place
 
 
 def _steps(ed: Editor, which: Literal["preprocessing", "augmentation"], title: str) -> None:
@@ -217,11 +220,12 @@ def data_layer(ed: Editor, settings: Settings, user: str) -> None:
     with left:
         modes = (["Built-in dataset"] if settings.builtin_datasets else []) + ["File under my data roots"]
         current = 0 if source.startswith("sklearn:") and settings.builtin_datasets else len(modes) - 1
-        mode = st.radio("Source", modes, index=current, key="editor.source_mode", horizontal=True)
+        mode = st.radio("Source", modes, index=current, key=wkey(ed, "editor.source_mode"), horizontal=True)
         if mode == "Built-in dataset":
             names = list(datasets.BUILTIN)
+            key = wkey(ed, "data.builtin")
             st.selectbox("Built-in dataset", names, index=names.index(source) if source in names else None,
-                         key="data.builtin", on_change=_choose_builtin, args=(ed, settings, user),
+                         key=key, on_change=_choose_builtin, args=(ed, settings, user, key),
                          placeholder="choose a dataset…",
                          format_func=lambda n: f"{n} — {datasets.BUILTIN[n].description}")
         else:
@@ -302,15 +306,15 @@ def _connect_from(ed: Editor, node_id: str) -> None:
         ed.connect(source, node_id)
 
 
-def _set_label(ed: Editor, node_id: str) -> None:
-    ed.set_label(node_id, st.session_state.get(f"editor.label.{node_id}", "").strip())
+def _set_label(ed: Editor, node_id: str, key: str) -> None:
+    ed.set_label(node_id, st.session_state.get(key, "").strip())
 
 
 def side_form(ed: Editor) -> None:
     ids = [n["id"] for n in ed.nodes]
     if ed.selected not in ids:
         ed.selected = None
-    key = f"editor.selected.{ed.selected}"  # a new widget whenever the canvas changes the selection
+    key = wkey(ed, f"editor.selected.{ed.selected}")  # a new widget whenever the canvas changes the selection
     st.selectbox("Selected node", ids, index=ids.index(ed.selected) if ed.selected in ids else None,
                  key=key, on_change=_select, args=(ed, key), placeholder="click a node…")
     if ed.selected is None:
@@ -334,8 +338,9 @@ def side_form(ed: Editor) -> None:
         st.markdown(f"Output **{info.output}** · {info.n_params:,} parameters · {info.macs:,} MACs")
     for p in [p for p in ed.problems() if p.node == node_id]:
         st.error(_problem_text(p))
-    st.text_input("Label", value=node["data"].get("label") or "", key=f"editor.label.{node_id}",
-                  on_change=_set_label, args=(ed, node_id))
+    key = wkey(ed, f"editor.label.{node_id}")
+    st.text_input("Label", value=node["data"].get("label") or "", key=key, on_change=_set_label,
+                  args=(ed, node_id, key))
     params = node["data"].get("params") or {}
     for prm in cls.params:
         value = params.get(prm.name, None if prm.required else prm.default)

@@ -1,9 +1,14 @@
 """Widgets generated from declarations: an op's parameters (the side form), spec fields, data steps.
 
-Every widget has a stable key and takes its initial value from the editor's document; changes go
-back through ``on_change`` callbacks (which run before the script, so the page is drawn from the
-updated document). After the document is replaced (template, import, undo) the page forgets the
-widget values (:func:`portal.session.reset_widgets`) so they show the new document.
+Every widget takes its initial value from the editor's document; changes go back through
+``on_change`` callbacks (which run before the script, so the page is drawn from the updated
+document). The document is the one source of truth: a widget's key is its field's name plus the
+editor's form version (:func:`wkey`), and whatever replaces the document other than through the
+widget itself (template, import, undo, a run's spec, a data probe) raises that version
+(:meth:`Editor.refresh_forms`), so every form is drawn by new widgets showing the new document.
+Forgetting the old widget values is not enough: the browser keeps the value of a widget whose key
+it still knows, shows it, and sends it back with the next interaction, which writes it into the
+document.
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ from portal.editor_state import Editor, StepField, format_param, format_step_val
 
 PARAM_PREFIX = "param."
 FIELD_PREFIXES = ("data.", "training.", "meta.", "step.")
+VERSION_MARK = "@"
+
+
+def wkey(ed: Editor, base: str) -> str:
+    """The key of the widget that shows ``base`` (a field, parameter or step) of the current document."""
+    return f"{base}{VERSION_MARK}{ed.form_version}"
 
 
 # --------------------------------------------------------------------------- op parameters (side form)
@@ -41,7 +52,7 @@ def _on_param(ed: Editor, node_id: str, prm: Param, key: str) -> None:
 
 def param_widget(ed: Editor, node_id: str, prm: Param, value: Any) -> None:
     """One widget for one declared parameter, with the declaration's help text and range."""
-    key = f"{PARAM_PREFIX}{node_id}.{prm.name}"
+    key = wkey(ed, f"{PARAM_PREFIX}{node_id}.{prm.name}")
     label = prm.name
     help_text = (f"{prm.help} " if prm.help else "") + f"Expected: {prm.describe()}." + \
         (" Required." if prm.required else "")
@@ -142,7 +153,7 @@ def field_input(ed: Editor, section: Section, path: tuple[str, ...], label: str,
     where = container or st
     doc = ed.doc if section == "meta" else ed.doc[section]
     value = _get(doc, path)
-    key = f"{section}.{'.'.join(path)}"
+    key = wkey(ed, f"{section}.{'.'.join(path)}")
     kw: dict[str, Any] = {"key": key, "help": help, "on_change": _on_field, "args": (ed, section, path, key, kind)}
     if kind == "select":
         opts = list(options or [])
@@ -189,7 +200,7 @@ def _on_step(ed: Editor, which: Literal["preprocessing", "augmentation"], index:
 
 def step_field_widget(ed: Editor, which: Literal["preprocessing", "augmentation"], index: int, step: dict[str, Any],
                       field_: StepField) -> None:
-    key = f"step.{which}.{index}.{step.get('op')}.{field_.name}"
+    key = wkey(ed, f"step.{which}.{index}.{step.get('op')}.{field_.name}")
     value = step.get(field_.name, field_.default)
     kw: dict[str, Any] = {"key": key, "on_change": _on_step, "args": (ed, which, index, field_, key),
                           "help": field_.help or None}

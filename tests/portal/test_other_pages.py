@@ -14,7 +14,7 @@ from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
 from schedulers.runs import RunRegistry
 from tests.helpers import wait_until
-from tests.portal.conftest import assert_no_exception, editor
+from tests.portal.conftest import assert_no_exception, editor, form
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,14 +102,14 @@ def test_open_in_editor_loads_the_runs_spec(app, portal_env):
     at.button(key="runs.open").click().run()
     assert editor(at).doc["name"] == "from-a-run"
     at.switch_page("pages/editor.py").run()
-    assert at.text_input(key="meta.name").value == "from-a-run"
+    assert form(at, "text_input", "meta.name").value == "from-a-run"
 
 
 @pytest.mark.frameworks
 def test_submit_runs_the_pipeline_with_the_local_executor(app, portal_env):
     at = app()
     _load_template(at, "mlp")
-    at.number_input(key="training.epochs").set_value(2).run()
+    form(at, "number_input", "training.epochs").set_value(2).run()
     at.switch_page("pages/runs.py").run()
     at.selectbox(key="runs.framework").set_value("torch").run()
     at.button(key="runs.submit").click().run()
