@@ -38,15 +38,22 @@ NODE_Y_STEP = 140.0
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
 _EDGE_PREFIX = "st-flow-edge_"
+EDGE_TOPIC = "graph.edge"
 
-Level = Literal["info", "warning", "error"]
+Level = Literal["info", "success", "warning", "error"]
 
 
 @dataclass(frozen=True)
 class Notice:
+    """A message the page shows on every rerun until the user dismisses it or a newer notice on the
+    same topic replaces it (a canvas remount reruns the page by itself: a message shown once was gone
+    before anyone could read it)."""
+
     level: Level
     text: str
-    area: str = "graph"  # where the page shows it: graph | data | toolbar
+    area: str = "graph"  # where the page shows it: toolbar | data | graph | training
+    topic: str = ""  # what it is about: a newer notice on the topic replaces it, an accepted edit clears it
+    id: int = 0
 
 
 def edge_id(source: str, target: str) -> str:
@@ -210,6 +217,10 @@ class Editor:
     last_event_ts: int | None = None
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
+    # Why a value typed into a field was refused, by the field's name (``training.epochs``,
+    # ``param.conv1.out_channels``): shown next to the field until it takes a value.
+    field_errors: dict[str, str] = field(default_factory=dict)
+    _notice_count: int = 0
     auto_layout: bool = False  # render the current canvas version with the browser's layered layout
     # Version of the forms that show the document: part of every form widget's key, so a replaced
     # document (template, import, undo, a run's spec) is shown by new widgets. A browser keeps the
@@ -263,14 +274,33 @@ class Editor:
         """The document changed other than through the widget showing it: show it with new widgets."""
         self.form_version += 1
 
-    def notice(self, level: Level, text: str, area: str = "graph") -> None:
-        self.notices.append(Notice(level, text, area))
+    def notice(self, level: Level, text: str, area: str = "graph", topic: str | None = None) -> Notice:
+        """Show ``text`` in ``area`` until dismissed; it replaces the notice on the same ``topic``
+        (default: the area)."""
+        self._notice_count += 1
+        new = Notice(level, text, area, topic or area, self._notice_count)
+        self.notices = [n for n in self.notices if n.topic != new.topic] + [new]
+        return new
 
-    def take_notices(self, area: str | None = None) -> list[Notice]:
-        """Notices to show once (all, or those of one area), removed from the editor."""
-        out = [n for n in self.notices if area is None or n.area == area]
-        self.notices = [n for n in self.notices if n not in out]
-        return out
+    def notices_in(self, area: str | None = None) -> list[Notice]:
+        """The notices to show (all, or those of one area), oldest first; they stay until dismissed."""
+        return [n for n in self.notices if area is None or n.area == area]
+
+    def dismiss(self, notice_id: int) -> None:
+        self.notices = [n for n in self.notices if n.id != notice_id]
+
+    def clear_topic(self, topic: str) -> None:
+        """The user did what a notice asked (e.g. drew an edge that was accepted): drop it."""
+        self.notices = [n for n in self.notices if n.topic != topic]
+
+    def refuse_field(self, name: str, text: str) -> None:
+        """A value typed into the field ``name`` was not taken: say why next to it, and draw the forms
+        again so the field shows the value the document kept."""
+        self.field_errors[name] = text
+        self.refresh_forms()
+
+    def accept_field(self, name: str) -> None:
+        self.field_errors.pop(name, None)
 
     @property
     def upload_key(self) -> str:
@@ -369,12 +399,16 @@ class Editor:
     def connect(self, source: str, target: str) -> bool:
         reason = self.refusal(source, target)
         if reason is not None:
-            self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+            self._refused_edge(reason)
             return False
         self._snapshot()
+        self.clear_topic(EDGE_TOPIC)
         self._add_edge(source, target)
         self._changed()
         return True
+
+    def _refused_edge(self, reason: str) -> None:
+        self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason, topic=EDGE_TOPIC)
 
     def _add_edge(self, source: str, target: str) -> None:
         self.edges.append({"id": edge_id(source, target), "source": source, "target": target})
@@ -456,7 +490,7 @@ class Editor:
 
     def undo(self) -> bool:
         if not self.history:
-            self.notice("info", "Nothing to undo.", "toolbar")
+            self.notice("info", "Nothing to undo.", "toolbar", topic="undo")
             return False
         self.doc = json.loads(self.history.pop())
         if not self.has_node(self.selected):
@@ -470,6 +504,8 @@ class Editor:
         self._snapshot()
         self.doc = doc
         self.selected = None
+        self.notices = []  # about the document that is gone; the caller says what replaced it
+        self.field_errors = {}
         self.refresh_forms()
         self._changed()
 
@@ -534,7 +570,7 @@ class Editor:
             if raw["id"] not in known:
                 content = str((raw.get("data") or {}).get("content", ""))[:40]
                 self.notice("warning", f"Removed the node {content or raw['id']!r}: nodes made with the canvas menu "
-                                       "have no layer type. Add layers from the palette.")
+                                       "have no layer type. Add layers from the palette.", topic="graph.canvas")
                 python_fix = True
                 continue
             pos = raw.get("position")
@@ -561,10 +597,11 @@ class Editor:
             if (src, tgt) not in current_set:
                 reason = self.refusal(src, tgt)
                 if reason is None:
+                    self.clear_topic(EDGE_TOPIC)
                     self._add_edge(src, tgt)
                     structural = True
                 else:
-                    self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+                    self._refused_edge(reason)
                     python_fix = True
 
         if structural:

@@ -21,6 +21,8 @@ from portal.session import reset_widgets
 from settings import Settings
 
 MAX_PROBLEMS_SHOWN = 25
+DOCUMENT_TOPIC = "document"  # what replaced the pipeline: a template, an import (or why not)
+PATH_TOPIC = "data.path"  # why a data path was refused
 MAX_FILES_LISTED = 300
 FAMILY_TITLES = {"io": "Input / output", "conv": "Convolution", "pool": "Pooling", "dense": "Dense",
                  "activation": "Activation", "norm": "Normalisation", "dropout": "Dropout", "shape": "Shape",
@@ -43,7 +45,7 @@ def _load_template(ed: Editor) -> None:
     if not name:
         return
     ed.load_spec(zoo.template(name))
-    ed.notice("info", f"Loaded the template {name}.", "toolbar")
+    ed.notice("success", f"Loaded the template {name}.", "toolbar", topic=DOCUMENT_TOPIC)
     _after_replace(ed)
 
 
@@ -55,9 +57,9 @@ def _import(ed: Editor, key: str) -> None:
     try:
         ed.load_json(upload.getvalue(), source=upload.name)
     except FlowTrainError as err:
-        ed.notice("error", f"Could not import {upload.name}: {err}", "toolbar")
+        ed.notice("error", f"Could not import {upload.name}: {err}", "toolbar", topic=DOCUMENT_TOPIC)
         return
-    ed.notice("info", f"Imported {upload.name}.", "toolbar")
+    ed.notice("success", f"Imported {upload.name}.", "toolbar", topic=DOCUMENT_TOPIC)
     _after_replace(ed)
 
 
@@ -104,8 +106,13 @@ def toolbar(ed: Editor) -> None:
 
 
 def notices(ed: Editor, area: str) -> None:
-    for n in ed.take_notices(area):
-        {"error": st.error, "warning": st.warning, "info": st.info}[n.level](n.text)
+    """The area's notices, each with a button that dismisses it; they stay until then (or until a
+    newer one on the same topic, or the edit they ask for, replaces them)."""
+    for n in ed.notices_in(area):
+        text, close = st.columns([24, 1], vertical_alignment="center")
+        show = {"error": text.error, "warning": text.warning, "info": text.info, "success": text.success}[n.level]
+        show(n.text)
+        close.button("✕", key=f"notice.{n.id}", on_click=ed.dismiss, args=(n.id,), help="Dismiss this message")
 
 
 # --------------------------------------------------------------------------- data layer
@@ -141,16 +148,18 @@ def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
     root = st.session_state.get("data.root")
     rel = (st.session_state.get("data.path") or "").strip()
     if not root or not rel:
-        ed.notice("error", "Choose a data root and a path inside it.", "data")
+        ed.notice("error", "Choose a data root and a path inside it.", "data", topic=PATH_TOPIC)
         return
     try:
         path = users.confine(user, Path(root) / rel if not rel.startswith("/") else rel, settings)
     except FlowTrainError as err:
-        ed.notice("error", str(err), "data")
+        ed.notice("error", f"Refused {rel!r}: {err}", "data", topic=PATH_TOPIC)
         return
     if not path.exists():
-        ed.notice("error", f"{path} does not exist; check the path (it is relative to the chosen data root).", "data")
+        ed.notice("error", f"{path} does not exist; check the path (it is relative to the chosen data root).", "data",
+                  topic=PATH_TOPIC)
         return
+    ed.clear_topic(PATH_TOPIC)
     with st.spinner("Detecting the format and size…"):
         _set_source(ed, str(path), settings, user)
     ed.refresh_forms()  # the probe set format, size and classes

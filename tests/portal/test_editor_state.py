@@ -67,7 +67,7 @@ def test_cycles_are_refused_with_the_loop_named():
     ed = Editor()
     ids = _chain(ed, "ReLU", "Tanh")
     assert not ed.connect("tanh1", "relu1")
-    notice = ed.take_notices()[-1]
+    notice = ed.notices_in()[-1]
     assert notice.level == "error"
     assert "tanh1 → relu1 → tanh1" in notice.text and "cycle" in notice.text
     assert not ed.connect("relu1", "relu1")
@@ -97,7 +97,7 @@ def test_canvas_event_applies_edges_moves_and_refuses_a_cycle():
     assert ed.apply_canvas_value(_value(ed, edges=[("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu1")]))
     assert ("tanh1", "relu1") not in [(e["source"], e["target"]) for e in ed.edges]
     assert ed.canvas_version > version
-    assert any("cycle" in n.text for n in ed.take_notices())
+    assert any("cycle" in n.text for n in ed.notices_in())
 
 
 def test_canvas_deletion_drops_edges_and_port_orders_and_a_stray_node_is_refused():
@@ -115,7 +115,7 @@ def test_canvas_deletion_drops_edges_and_port_orders_and_a_stray_node_is_refused
     assert not ed.has_node("relu1") and not ed.has_node("st-flow-node_x1")
     assert ed.node("add1")["data"]["input_order"] == ["tanh1"]
     assert all("relu1" not in (e["source"], e["target"]) for e in ed.edges)
-    assert any("palette" in n.text for n in ed.take_notices())
+    assert any("palette" in n.text for n in ed.notices_in())
 
 
 def test_selection_from_the_canvas_ignores_edge_ids_and_none():
@@ -256,3 +256,27 @@ def test_a_node_dropped_from_the_palette_has_every_required_parameter_filled_wit
         if prm.required:
             assert prm.name in params and params[prm.name] is not None, f"{op}.{prm.name} has no example value"
             prm.check(params[prm.name])  # raises ParamError naming the range when the example is outside it
+
+
+def test_notices_stay_until_dismissed_replaced_or_acted_on():
+    ed = Editor()
+    _chain(ed, "ReLU", "Tanh")
+    assert not ed.connect("tanh1", "relu1")
+    [cycle] = ed.notices_in("graph")
+    assert ed.notices_in("graph") == [cycle], "reading the notices does not remove them"
+    assert not ed.connect("relu1", "relu1")  # a newer refusal of an edge replaces the older one
+    [itself] = ed.notices_in("graph")
+    assert "feed itself" in itself.text and itself.id != cycle.id
+    ed.add_node("Sigmoid")
+    assert ed.connect("tanh1", "sigmoid1")  # an accepted edge: the refusal has been acted on
+    assert ed.notices_in("graph") == []
+    ed.notice("info", "Loaded the template x.", "toolbar", topic="document")
+    ed.notice("error", "Choose a data root.", "data", topic="data.path")
+    [loaded] = ed.notices_in("toolbar")
+    ed.dismiss(loaded.id)
+    assert ed.notices_in("toolbar") == [] and len(ed.notices_in("data")) == 1
+    ed.refuse_field("training.epochs", "Epochs: 1000000000 refused")
+    version = ed.form_version
+    assert ed.field_errors and version > 0
+    ed.replace_doc(Editor.blank_doc())  # a new document: the messages about the old one go
+    assert ed.notices_in() == [] and ed.field_errors == {} and ed.form_version > version
