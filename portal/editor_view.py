@@ -14,7 +14,7 @@ from core import datasets, zoo
 from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY
-from portal import canvas, dataprobe, users
+from portal import canvas, data_needs, dataprobe, users
 from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
 from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget, wkey
 from portal.session import reset_widgets
@@ -219,9 +219,18 @@ def _steps(ed: Editor, which: Literal["preprocessing", "augmentation"], title: s
     b.button("Add", key=f"editor.add_{which}_btn", on_click=_add_step, args=(ed, which))
 
 
-def data_layer(ed: Editor, settings: Settings, user: str) -> None:
+def needs_data(ed: Editor, need: Problem) -> None:
+    """The data layer's mark when the pipeline names data this user does not have."""
+    source = str(ed.doc["data"].get("source") or "").replace("`", "'")
+    st.warning(f"**Needs your data.** This pipeline reads `{source}`: {need.message.removeprefix('needs your data: ')}. "
+               f"Point the data layer at {need.expected}: {need.fix}.", icon=":material/folder_off:")
+
+
+def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None = None) -> None:
     st.subheader("1 · Data layer", anchor="data-layer")
     notices(ed, "data")
+    if need is not None:
+        needs_data(ed, need)
     data = ed.doc["data"]
     source = data.get("source", "")
     roots = users.data_roots(user, settings)
@@ -379,13 +388,18 @@ def _layout(ed: Editor) -> None:
     ed.layout()
 
 
-def validation(ed: Editor) -> None:
+def validation(ed: Editor, need: Problem | None = None) -> None:
+    """"Valid" means runnable: the graph checks out and the data layer names data the user has."""
     problems = ed.problems()
     analysis = ed.analysis()
     if not problems and analysis is not None:
-        st.success(f"Valid: {len(analysis.nodes)} nodes · {analysis.total_params:,} parameters · "
-                   f"{analysis.total_macs:,} MACs per sample · output {analysis.nodes[analysis.output_id].output}"
-                   if analysis.output_id else "Valid.")
+        facts = (f"{len(analysis.nodes)} nodes · {analysis.total_params:,} parameters · {analysis.total_macs:,} MACs "
+                 f"per sample · output {analysis.nodes[analysis.output_id].output}" if analysis.output_id else "")
+        if need is not None:
+            st.warning(f"Not runnable yet: the data layer needs your data (see [the data layer](#data-layer)). "
+                       f"The graph is valid: {facts}.", icon=":material/folder_off:")
+            return
+        st.success(f"Valid: {facts}" if facts else "Valid.")
         return
     lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
@@ -398,7 +412,7 @@ def _problem_text(p: Problem) -> str:
     return text.replace("`", "'")
 
 
-def graph_layer(ed: Editor) -> None:
+def graph_layer(ed: Editor, need: Problem | None = None) -> None:
     st.subheader("2 · Graph layer", anchor="graph-layer")
     left, mid, right = st.columns([1.3, 5, 2.2])
     with left:
@@ -412,7 +426,7 @@ def graph_layer(ed: Editor) -> None:
         b.caption(f"{len(ed.nodes)} nodes · {len(ed.edges)} edges")
         notices(ed, "graph")
         canvas.draw(ed)
-        validation(ed)
+        validation(ed, need)
 
 
 # --------------------------------------------------------------------------- training layer
@@ -482,10 +496,11 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     canvas.read_event(ed)
     st.title("Pipeline editor")
     toolbar(ed)
+    need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
     st.divider()
-    data_layer(ed, settings, user)
+    data_layer(ed, settings, user, need)
     st.divider()
-    graph_layer(ed)
+    graph_layer(ed, need)
     st.divider()
     training_layer(ed)
 

@@ -18,6 +18,7 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.frameworks import FRAMEWORKS
+from portal import data_needs, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
 from schedulers.base import RunState, SchedulerError
@@ -92,6 +93,12 @@ def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
     except SpecError as err:
         st.warning(f"The pipeline **{ed.doc.get('name')}** cannot run yet: {len(err.problems)} problem(s). "
                    "Fix them on the Editor page.")
+        return
+    need = data_needs.data_problem(spec.data.model_dump(mode="json"), users.data_roots(user, settings),
+                                   settings.builtin_datasets)
+    if need is not None:
+        st.warning(f"The pipeline **{spec.name}** cannot run yet: its data layer {need.message}. Point it at "
+                   f"{need.expected} on the Editor page.", icon=":material/folder_off:")
         return
     t = spec.training
     st.markdown(f"Pipeline **{spec.name}** · data `{spec.data.source}` · {len(spec.model.nodes)} nodes · "
