@@ -7,11 +7,14 @@ did (a new edge, a deleted node, a drag), and :meth:`Editor.apply_canvas_value` 
 the same edits the side form and the palette make — so a cycle drawn in the browser is refused
 exactly like one made from the form.
 
-Canvas synchronisation (the stale-state race in the facts file): every time the nodes the canvas
-must show change because of Python (an added node, a new parameter, a refused edge, new inferred
-shapes), :attr:`Editor.canvas_version` grows and :attr:`Editor.canvas_ts` is set to now; the page
-renders the component under the key ``canvas-{version}`` so the browser remounts it with Python's
-state. A value read back under the current key is applied once (by its timestamp).
+Canvas synchronisation (``docs/streamlit-flow.md``): the component takes Python's state when its
+timestamp is not older than the component's own last update. Every time what the canvas must show
+changes because of Python (an added node, a new parameter, a refused edge, new inferred shapes),
+:attr:`Editor.canvas_ts` becomes newer than anything the browser sent (:meth:`Editor._resend`): the
+same component takes the new nodes and keeps the user's zoom and pan. A new document (template,
+import, undo) or an auto-layout instead *remounts* the component under a new key
+(``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the new graph. A value read back
+under the current key is applied once (by its timestamp).
 """
 
 from __future__ import annotations
@@ -32,8 +35,14 @@ from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
 
 HISTORY_LIMIT = 50
-NODE_X_STEP = 220.0
-NODE_Y_STEP = 140.0
+# A node on the canvas: its text size and width. With the canvas' smallest zoom (portal/canvas.py) its
+# text stays at least ~10 px on screen, also at the zoom that fits a big graph into the canvas.
+NODE_FONT_PX = 14
+NODE_WIDTH_PX = 210
+NODE_STYLE = {"fontSize": f"{NODE_FONT_PX}px", "width": f"{NODE_WIDTH_PX}px", "padding": "2px 8px",
+              "lineHeight": "1.35"}
+NODE_X_STEP = float(NODE_WIDTH_PX + 50)
+NODE_Y_STEP = 130.0
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
@@ -191,7 +200,7 @@ def layered_positions(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) 
 
 
 def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float) -> dict[str, Any]:
-    data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** `{node_id}`"}
+    data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** {md_text(node_id)}"}
     if is_multi_input(op):
         data[PORT_ORDER_KEY] = []
     return {
@@ -214,6 +223,7 @@ class Editor:
     history: list[str] = field(default_factory=list)
     canvas_version: int = 0
     canvas_ts: int = 0
+    canvas_fit: bool = True  # fit the view when this canvas version mounts (a new document, a layout)
     last_event_ts: int | None = None
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
@@ -228,6 +238,7 @@ class Editor:
     form_version: int = 0
     imports: int = 0  # files imported (or refused) so far: the file uploader is a new, empty one after each
     _sent_signature: Any = None
+    _sent_contents: dict[str, Any] = field(default_factory=dict)
     _cache_rev: int = -1
     _extraction: Extraction | None = None
     _analysis: Analysis | None = None
@@ -261,14 +272,23 @@ class Editor:
         """After an edit: new revision; ``canvas`` when the browser must be told (Python-side edit)."""
         self.rev += 1
         if canvas:
-            self._remount()
+            self._resend()
 
     def _remount(self) -> None:
+        """Show a new graph: a new component (new key), its view fitted to the graph."""
         self.canvas_version += 1
         self.canvas_ts = int(time.time() * 1000)
+        self.canvas_fit = True
         self.last_event_ts = None
         self._sent_signature = None
+        self._sent_contents = {}
         self.auto_layout = False
+
+    def _resend(self) -> None:
+        """Show Python's state in the same component, keeping the user's zoom and pan: a timestamp newer
+        than the component's last update (the newest the browser sent), whatever the two clocks say."""
+        self.canvas_ts = max(int(time.time() * 1000), (self.last_event_ts or 0) + 1, self.canvas_ts + 1)
+        self.canvas_fit = False
 
     def refresh_forms(self) -> None:
         """The document changed other than through the widget showing it: show it with new widgets."""
@@ -485,7 +505,8 @@ class Editor:
         for n in self.nodes:
             x, y = pos[n["id"]]
             n["position"] = {"x": x, "y": y}
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()
         self.auto_layout = True
 
     def undo(self) -> bool:
@@ -496,7 +517,8 @@ class Editor:
         if not self.has_node(self.selected):
             self.selected = None
         self.refresh_forms()
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()
         return True
 
     def replace_doc(self, doc: dict[str, Any]) -> None:
@@ -507,7 +529,8 @@ class Editor:
         self.notices = []  # about the document that is gone; the caller says what replaced it
         self.field_errors = {}
         self.refresh_forms()
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()
 
     def load_spec(self, spec: PipelineSpec) -> None:
         """Replace the document with a spec (template or import); missing positions are laid out."""
@@ -609,9 +632,12 @@ class Editor:
             if len(self.history) > HISTORY_LIMIT:
                 del self.history[0]
             self.rev += 1
+        shows = {n["id"]: (n.get("data") or {}).get("content") for n in raw_nodes}
+        if any(shows.get(i, c) != c for i, c in self._sent_contents.items()) or \
+                any(e.get("label") for e in raw_edges):
+            python_fix = True  # the browser shows other text than Python sent (it missed an update, or a menu)
         if python_fix:
-            self._remount()
-            self.last_event_ts = int(ts)
+            self._resend()
         return True
 
     # ------------------------------------------------------------------ derived state (cached per revision)
@@ -658,6 +684,8 @@ class Editor:
         return self.spec().to_json()
 
     def _decorate(self) -> list[dict[str, Any]]:
+        """Each node as the canvas shows it: its text (Markdown, every user-given character escaped, so
+        a label is text and never HTML, a link, an image or math) and a style that says its state."""
         analysis = self._analysis
         problems: dict[str, list[Problem]] = {}
         for p in self.problems():
@@ -668,10 +696,9 @@ class Editor:
             data = n["data"]
             op = str(data.get("op", "?"))
             node_id = n["id"]
-            lines = [f"**{op}** `{node_id}`"]
             label = data.get("label")
-            if label:
-                lines[0] = f"**{_md_escape(str(label))}** ({op})"
+            title = f"**{md_text(str(label))}** ({md_text(op)})" if label else f"**{md_text(op)}** {md_text(node_id)}"
+            lines = [title]
             shown = _param_summary(op, data.get("params") or {})
             if shown:
                 lines.append(shown)
@@ -679,18 +706,17 @@ class Editor:
             if is_multi_input(op):
                 order = self.incoming(node_id)
                 if order:
-                    lines.append("ports: " + ", ".join(f"{i}:{s}" for i, s in enumerate(order)))
+                    lines.append("ports: " + ", ".join(f"{i}:{md_text(s)}" for i, s in enumerate(order)))
             mine = problems.get(node_id)
             if info is not None:
-                lines.append(f"→ {info.output}")
-            base = {"fontSize": "12px", "maxWidth": "240px"}
+                lines.append(f"→ {md_text(str(info.output))}")
             if mine:
-                lines.append("⚠ " + _md_escape(mine[0].message[:90]))
-                style = {**base, "border": "2px solid #d62728", "background": "#fdecea"}
+                lines.append("⚠ " + md_text(mine[0].message[:90]))
+                style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
             elif info is not None:
-                style = {**base, "border": "1px solid #555", "background": "#ffffff"}
+                style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
             else:
-                style = {**base, "border": "1px dashed #999", "background": "#f7f7f7"}
+                style = {**NODE_STYLE, "border": "1px dashed #999", "background": "#f7f7f7"}
             out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
         return out
 
@@ -700,16 +726,20 @@ class Editor:
         signature = (tuple((n["id"], n["data"]["content"], n["style"]["border"]) for n in self._canvas_nodes),
                      tuple(sorted((e["source"], e["target"]) for e in self.edges)))
         if self._sent_signature is not None and signature != self._sent_signature:
-            self._remount()
+            self._resend()
         self._sent_signature = signature
+        self._sent_contents = {n["id"]: n["data"]["content"] for n in self._canvas_nodes}
         return self._canvas_nodes, self.edges
 
 
 _MISSING = object()
 
 
-def _md_escape(text: str) -> str:
-    return re.sub(r"([\\`*_{}\[\]()#+!|<>~])", r"\\\1", text)
+def md_text(text: str) -> str:
+    """``text`` as literal Markdown text: every ASCII punctuation character backslash-escaped (which
+    CommonMark allows for all of them), so no ``<tag>``, ``[link](…)``, ``![image](…)``, ``$math$``,
+    emphasis or heading can come from it; line breaks become spaces."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", " ".join(text.split()))
 
 
 def _param_summary(op: str, params: dict[str, Any]) -> str:
@@ -720,7 +750,7 @@ def _param_summary(op: str, params: dict[str, Any]) -> str:
         if prm.name in params and (prm.required or params[prm.name] != prm.default):
             v = params[prm.name]
             text = "×".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
-            parts.append(f"{prm.name}={_md_escape(text)[:24]}")
+            parts.append(f"{prm.name}={md_text(text[:24])}")
         if len(parts) == 3:
             break
     return " ".join(parts)

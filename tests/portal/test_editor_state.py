@@ -93,10 +93,12 @@ def test_canvas_event_applies_edges_moves_and_refuses_a_cycle():
     assert ed.apply_canvas_value(_value(ed, nodes=nodes))
     ed.canvas_payload()
     assert ed.node("tanh1")["position"] == {"x": 5.0, "y": 7.0} and ed.canvas_version == version
-    # a cycle from the browser: refused, and the canvas is remounted so the drawn edge disappears
-    assert ed.apply_canvas_value(_value(ed, edges=[("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu1")]))
+    # a cycle from the browser: refused, and Python's state is sent again, newer than the browser's
+    # event, so the drawn edge disappears (same component: the user's zoom stays)
+    cycle = _value(ed, edges=[("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu1")])
+    assert ed.apply_canvas_value(cycle)
     assert ("tanh1", "relu1") not in [(e["source"], e["target"]) for e in ed.edges]
-    assert ed.canvas_version > version
+    assert ed.canvas_version == version and ed.canvas_ts > cycle["timestamp"] and not ed.canvas_fit
     assert any("cycle" in n.text for n in ed.notices_in())
 
 
@@ -200,17 +202,36 @@ def test_decorations_show_shapes_and_problems():
     assert all("⚠" not in n["data"]["content"] for n in nodes.values())
 
 
-def test_remount_only_when_what_the_canvas_shows_changes():
+def test_the_canvas_is_told_only_when_what_it_shows_changes_and_remounted_only_for_a_new_graph():
     ed = Editor()
     _chain(ed, "Flatten")
     ed.canvas_payload()
-    v = ed.canvas_version
+    v, ts = ed.canvas_version, ed.canvas_ts
     ed.set_field("data", ("batch_size",), 32)  # nothing on the canvas changes
     ed.canvas_payload()
-    assert ed.canvas_version == v
-    ed.set_field("data", ("source",), "sklearn:iris")  # the Input's shape changes
+    assert (ed.canvas_version, ed.canvas_ts) == (v, ts)
+    ed.set_field("data", ("source",), "sklearn:iris")  # the Input's shape changes: sent, same component
     ed.canvas_payload()
-    assert ed.canvas_version == v + 1
+    assert ed.canvas_version == v and ed.canvas_ts > ts and not ed.canvas_fit
+    # the browser's clock may run ahead of the server's: what Python sends is newer than what it got
+    ed.apply_canvas_value({**_value(ed), "timestamp": ed.canvas_ts + 10**7})
+    ed.set_label("flatten1", "flat")
+    ed.canvas_payload()
+    assert ed.canvas_ts > ed.last_event_ts
+    ed.load_spec(zoo.template("mlp"))  # a new graph: a new component, fitted to it
+    assert ed.canvas_version == v + 1 and ed.canvas_fit
+    ed.layout()
+    assert ed.canvas_version == v + 2 and ed.canvas_fit and ed.auto_layout
+
+
+def test_a_browser_that_missed_an_update_is_sent_it_again():
+    ed = Editor()
+    _chain(ed, "Flatten")
+    nodes, edges = ed.canvas_payload()
+    stale = [dict(n, data={**n["data"], "content": "**old**"}) if n["id"] == "flatten1" else n for n in nodes]
+    ts = ed.canvas_ts
+    ed.apply_canvas_value(_value(ed, nodes=stale))
+    assert ed.canvas_ts > ts, "the browser shows text Python did not send: send it again"
 
 
 def test_user_text_in_labels_is_escaped_in_node_markdown():
