@@ -20,7 +20,8 @@ import streamlit as st
 from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
-from portal.editor_state import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP, Editor
+from portal.editor_state import Editor
+from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
 CANVAS_HEIGHT = 720
 READABLE_PX = 10.5  # the smallest text size on screen the canvas allows

@@ -23,7 +23,6 @@ import copy
 import json
 import re
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,16 +32,9 @@ from core.load import spec_from_json
 from core.ops import REGISTRY, Param
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
+from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
 
 HISTORY_LIMIT = 50
-# A node on the canvas: its text size and width. With the canvas' smallest zoom (portal/canvas.py) its
-# text stays at least ~10 px on screen, also at the zoom that fits a big graph into the canvas.
-NODE_FONT_PX = 14
-NODE_WIDTH_PX = 210
-NODE_STYLE = {"fontSize": f"{NODE_FONT_PX}px", "width": f"{NODE_WIDTH_PX}px", "padding": "2px 8px",
-              "lineHeight": "1.35"}
-NODE_X_STEP = float(NODE_WIDTH_PX + 50)
-NODE_Y_STEP = 130.0
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
@@ -132,71 +124,6 @@ def parse_param(prm: Param, text: str) -> Any:
             return values
         raise ValueError(f"{prm.name}: {text!r} has {len(values)} numbers; expected {prm.describe()}")
     return values
-
-
-# --------------------------------------------------------------------------- graph helpers
-
-
-def path_between(edges: list[dict[str, Any]], start: str, goal: str) -> list[str] | None:
-    """A path ``start → … → goal`` along ``edges`` (breadth-first), or None."""
-    succ: dict[str, list[str]] = {}
-    for e in edges:
-        succ.setdefault(e["source"], []).append(e["target"])
-    parent: dict[str, str | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        n = queue.popleft()
-        if n == goal:
-            path = [n]
-            while parent[path[-1]] is not None:
-                path.append(parent[path[-1]])  # type: ignore[arg-type]
-            return path[::-1]
-        for m in succ.get(n, ()):
-            if m not in parent:
-                parent[m] = n
-                queue.append(m)
-    return None
-
-
-def layered_positions(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Top-to-bottom layered layout: each node one row below its deepest predecessor.
-
-    Nodes left in cycles keep their drawing order after the acyclic part. Linear in the graph size.
-    """
-    ids = [n["id"] for n in nodes]
-    known = set(ids)
-    preds: dict[str, list[str]] = {i: [] for i in ids}
-    succs: dict[str, list[str]] = {i: [] for i in ids}
-    for e in edges:
-        if e["source"] in known and e["target"] in known:
-            preds[e["target"]].append(e["source"])
-            succs[e["source"]].append(e["target"])
-    indeg = {i: len(preds[i]) for i in ids}
-    layer = {i: 0 for i in ids}
-    queue = deque(i for i in ids if indeg[i] == 0)
-    order: list[str] = []
-    while queue:
-        n = queue.popleft()
-        order.append(n)
-        for m in succs[n]:
-            layer[m] = max(layer[m], layer[n] + 1)
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                queue.append(m)
-    depth = max((layer[i] for i in order), default=-1) + 1
-    for i in ids:
-        if i not in set(order):
-            layer[i] = depth
-            depth += 1
-    rows: dict[int, list[str]] = {}
-    for i in ids:
-        rows.setdefault(layer[i], []).append(i)
-    pos: dict[str, tuple[float, float]] = {}
-    for row, members in rows.items():
-        width = len(members)
-        for k, i in enumerate(members):
-            pos[i] = ((k - (width - 1) / 2) * NODE_X_STEP, row * NODE_Y_STEP)
-    return pos
 
 
 def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float) -> dict[str, Any]:
@@ -754,115 +681,3 @@ def _param_summary(op: str, params: dict[str, Any]) -> str:
         if len(parts) == 3:
             break
     return " ".join(parts)
-
-
-# --------------------------------------------------------------------------- data-layer steps
-
-StepKind = Literal["bool", "int", "float", "str", "ints", "floats", "strs"]
-
-
-@dataclass(frozen=True)
-class StepField:
-    """One field of a preprocessing or augmentation step, as the data layer's form shows it."""
-
-    name: str
-    kind: StepKind
-    default: Any
-    optional: bool  # an empty entry means None
-    help: str = ""
-
-
-STEP_STARTERS: dict[str, dict[str, Any]] = {"resize": {"size": [28, 28]}, "one_hot": {"columns": []}}
-
-
-def _step_union(which: Literal["preprocessing", "augmentation"]) -> tuple[type, ...]:
-    import typing
-
-    from core.spec import Augmentation, Preprocessing
-
-    annotated = Preprocessing if which == "preprocessing" else Augmentation
-    return typing.get_args(typing.get_args(annotated)[0])
-
-
-def step_catalogue(which: Literal["preprocessing", "augmentation"]) -> dict[str, tuple[str, list[StepField]]]:
-    """``op -> (description, fields)`` for every step kind the spec accepts in that list."""
-    from pydantic_core import PydanticUndefined
-
-    out: dict[str, tuple[str, list[StepField]]] = {}
-    for cls in _step_union(which):
-        op = cls.model_fields["op"].default
-        fields = []
-        for name, info in cls.model_fields.items():
-            if name == "op":
-                continue
-            kind, optional = _classify(info.annotation)
-            default = None if info.default is PydanticUndefined else info.default
-            fields.append(StepField(name, kind, default, optional, info.description or ""))
-        out[op] = ((cls.__doc__ or "").strip(), fields)
-    return out
-
-
-def _classify(ann: Any) -> tuple[StepKind, bool]:
-    """A step field's annotation → (form kind, whether None is accepted)."""
-    import types
-    import typing
-
-    optional = False
-    while True:
-        origin = typing.get_origin(ann)
-        if origin is typing.Annotated:
-            ann = typing.get_args(ann)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(ann) if a is not type(None)]
-            optional = optional or len(args) < len(typing.get_args(ann))
-            ann = args[0]
-        else:
-            break
-    if origin in (list, tuple):
-        elem = typing.get_args(ann)[0]
-        while typing.get_origin(elem) is typing.Annotated:
-            elem = typing.get_args(elem)[0]
-        return ({int: "ints", float: "floats"}.get(elem, "strs"), optional)  # type: ignore[return-value]
-    return ({bool: "bool", int: "int", float: "float"}.get(ann, "str"), optional)  # type: ignore[return-value]
-
-
-def new_step(which: Literal["preprocessing", "augmentation"], op: str) -> dict[str, Any]:
-    _doc, fields = step_catalogue(which)[op]
-    step: dict[str, Any] = {"op": op}
-    for f in fields:
-        step[f.name] = copy.deepcopy(STEP_STARTERS.get(op, {}).get(f.name, f.default))
-    return step
-
-
-def format_step_value(field_: StepField, value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def parse_step_value(field_: StepField, text: str) -> Any:
-    """Text of a list-like or optional step field → value; ValueError naming the field otherwise."""
-    text = text.strip()
-    if not text:
-        if field_.optional:
-            return None
-        if field_.kind in ("strs", "ints", "floats"):
-            return []
-        raise ValueError(f"{field_.name} needs a value")
-    if field_.kind == "strs":
-        return [p.strip() for p in text.split(",") if p.strip()]
-    parts = [p for p in re.split(r"[,\s]+", text.strip("[]() ")) if p]
-    try:
-        if field_.kind == "ints":
-            return [int(p) for p in parts]
-        if field_.kind == "floats":
-            return [float(p) for p in parts]
-        if field_.kind == "float":
-            return float(text)
-        if field_.kind == "int":
-            return int(text)
-    except ValueError:
-        raise ValueError(f"{field_.name}: {text!r} is not a list of {field_.kind}") from None
-    return text

@@ -15,7 +15,8 @@ from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY
 from portal import canvas, data_needs, dataprobe, users
-from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
+from portal.data_steps import new_step, step_catalogue
+from portal.editor_state import Editor, is_multi_input
 from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget, wkey
 from portal.session import reset_widgets
 from settings import Settings
@@ -78,16 +79,19 @@ def toolbar(ed: Editor) -> None:
     with c1:
         field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
     with c2:
-        names = [e.name for e in zoo.entries()]
-        st.selectbox("Template from the model zoo", options=names, index=None, key="toolbar.template",
-                     placeholder="choose a template…",
-                     format_func=lambda n: n, help="Replaces the current pipeline (undo brings it back).")
+        summaries = {e.name: e.summary for e in zoo.entries()}
+        st.selectbox("Template from the model zoo", options=list(summaries), index=None, key="toolbar.template",
+                     placeholder="choose a template…", format_func=lambda n: f"{n} — {summaries[n]}",
+                     help="Replaces the current pipeline (undo brings it back).")
     with c3:
         st.button("Load template", key="toolbar.load", on_click=_load_template, args=(ed,),
                   disabled=not st.session_state.get("toolbar.template"))
     with c4:
         st.button("↶ Undo", key="toolbar.undo", on_click=_undo, args=(ed,), disabled=not ed.history,
                   help="Undo the last change to the pipeline.")
+    chosen = st.session_state.get("toolbar.template")
+    if chosen:
+        st.caption(template_note(chosen))
     c1, c2, c3 = st.columns([4, 3, 2], vertical_alignment="bottom")
     with c1:
         st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
@@ -103,6 +107,39 @@ def toolbar(ed: Editor) -> None:
     with c3:
         st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,))
     notices(ed, "toolbar")
+
+
+def template_note(name: str) -> str:
+    """A template's description and whether it runs as shipped (built-in data) or needs the user's data."""
+    entry = next(e for e in zoo.entries() if e.name == name)
+    data = zoo.template(name).data
+    if datasets.builtin(data.source):
+        where = f"runs as shipped on the built-in {data.source}"
+    else:
+        where = (f"needs your data: {data_needs.wanted(data.model_dump(mode='json'))} (it names "
+                 f"'{data.source}')")
+    return f"**{name}**: {entry.summary}; {where}."
+
+
+GUIDE = """\
+1. **Start** from a template above (those on built-in data run as shipped; the others say what data
+   they need) or from the blank pipeline, which holds an Input and an Output.
+2. **Data layer**: a built-in dataset, or a file or folder under your data roots (*File under my
+   data roots*); its format, size and sample shape are detected.
+3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
+   to another node's top handle to connect them. Click a node to edit it in the form on the right.
+   Every node shows its output shape; a problem marks the node red and is listed under the canvas.
+4. **Training layer**: epochs, loss, optimizer, schedule, and the nodes and GPUs to run on.
+5. When the line under the canvas says **Valid**, submit it on the **Runs** page; the **Code** page
+   shows the programs FlowTrain generates for PyTorch, Keras and PaddlePaddle.
+"""
+
+
+def first_run_guide(ed: Editor) -> None:
+    """Open while the session still has its first, blank pipeline; one click away afterwards."""
+    with st.expander("New here? How the editor works", expanded=not ed.history and ed.rev == 0,
+                     icon=":material/help:"):
+        st.markdown(GUIDE)
 
 
 def notices(ed: Editor, area: str) -> None:
@@ -495,6 +532,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     """The whole editor page, in the patent's order: data, graph, training."""
     canvas.read_event(ed)
     st.title("Pipeline editor")
+    first_run_guide(ed)
     toolbar(ed)
     need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
     st.divider()

@@ -21,7 +21,8 @@ import streamlit as st
 
 from core.ops import Param
 from core.ops.registry import ParamError
-from portal.editor_state import Editor, StepField, format_param, format_step_value, parse_param, parse_step_value
+from portal.data_steps import StepField, format_step_value, parse_step_value
+from portal.editor_state import Editor, format_param, parse_param
 
 PARAM_PREFIX = "param."
 FIELD_PREFIXES = ("data.", "training.", "meta.", "step.")

@@ -1,4 +1,5 @@
-"""The editor's pure logic (portal/editor_state.py): edits, cycle refusal, canvas events, undo, layout."""
+"""The editor's pure logic (portal/editor_state.py, graph_layout.py, data_steps.py): edits, cycle refusal,
+canvas events, undo, layout."""
 
 from __future__ import annotations
 
@@ -8,18 +9,9 @@ import pytest
 
 from core import zoo
 from core.ops import REGISTRY
-from portal.editor_state import (
-    Editor,
-    edge_id,
-    format_param,
-    layered_positions,
-    new_step,
-    parse_param,
-    parse_step_value,
-    path_between,
-    starter_params,
-    step_catalogue,
-)
+from portal.data_steps import new_step, parse_step_value, step_catalogue
+from portal.editor_state import Editor, edge_id, format_param, parse_param, starter_params
+from portal.graph_layout import layered_positions, path_between
 
 
 def _chain(ed: Editor, *ops: str) -> list[str]:

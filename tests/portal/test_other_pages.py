@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core import zoo
+from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
 from schedulers.runs import RunRegistry
@@ -63,7 +64,7 @@ def test_runs_page_shows_only_my_runs_with_curves_artifacts_and_compare(app, por
     at = app("pages/runs.py")
     table = at.dataframe[0].value
     assert set(table["run"]) == {mine.id, mine_b.id} and theirs.id not in set(table["run"])
-    assert set(at.selectbox(key="runs.selected").options) == {f"{r.id} · {r.name}" for r in (mine, mine_b)}
+    assert set(at.selectbox(key="runs.selected").options) == {f"{run_label(r)} · {r.id}" for r in (mine, mine_b)}
     at.selectbox(key="runs.selected").set_value(mine.id).run()
     assert_no_exception(at)
     assert any(f"Run `{mine.id}` — COMPLETED" in m.value for m in at.markdown)
@@ -73,10 +74,10 @@ def test_runs_page_shows_only_my_runs_with_curves_artifacts_and_compare(app, por
     assert any(label.startswith("Download model model/model.pt") for label in labels)
     at.selectbox(key="runs.selected").set_value(mine_b.id).run()
     assert any("FAILED (exit code 1): bad data" in e.value for e in at.error)
-    # compare: both of my runs by default, one chart per metric
-    assert at.multiselect(key="runs.compare").value == [mine_b.id, mine.id] or \
-        set(at.multiselect(key="runs.compare").value) == {mine.id, mine_b.id}
-    assert theirs.id not in at.multiselect(key="runs.compare").options
+    # compare: the selected run first, then my other one, named by pipeline and time
+    compare = at.multiselect(key=f"runs.compare.{mine_b.id}")
+    assert compare.value == [mine_b.id, mine.id] and theirs.id not in compare.options
+    assert f"{run_label(mine)} · {mine.id}" in compare.proto.options
 
 
 def test_cancel_only_reaches_my_own_runs(app, portal_env):
