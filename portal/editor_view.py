@@ -17,7 +17,7 @@ from core.ops import REGISTRY
 from portal import canvas, data_needs, dataprobe, users
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_state import Editor, is_multi_input
-from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget, wkey
+from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
 from portal.session import reset_widgets
 from settings import Settings
 
@@ -33,9 +33,11 @@ FAMILY_ORDER = ["io", "conv", "pool", "dense", "activation", "norm", "dropout", 
 
 
 def _after_replace(ed: Editor) -> None:
-    """The document was replaced (its forms have a new version already): forget the old widgets'
-    values and the data layer's scratch state (the probe's last answer, the path being typed)."""
-    reset_widgets(*FIELD_PREFIXES, PARAM_PREFIX, "editor.")
+    """The document was replaced (its forms have a new version already): forget the editor's own
+    state about the old one (the probe's last answer, a connection being chosen). The old forms'
+    widgets are left alone: their keys have the old version, so Streamlit drops them after this
+    run, and a callback of theirs still due in this run is ignored (forms.shown_value)."""
+    reset_widgets("editor.")
 
 
 # --------------------------------------------------------------------------- toolbar
@@ -177,7 +179,10 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
 
 
 def _choose_builtin(ed: Editor, settings: Settings, user: str, key: str) -> None:
-    _set_source(ed, st.session_state[key], settings, user)
+    source = shown_value(ed, key)
+    if source is STALE or not source:
+        return
+    _set_source(ed, source, settings, user)
     ed.refresh_forms()  # the probe set format, size and classes
 
 
@@ -362,7 +367,9 @@ def _connect_from(ed: Editor, node_id: str) -> None:
 
 
 def _set_label(ed: Editor, node_id: str, key: str) -> None:
-    ed.set_label(node_id, st.session_state.get(key, "").strip())
+    label = shown_value(ed, key)
+    if label is not STALE and ed.has_node(node_id):
+        ed.set_label(node_id, str(label).strip())
 
 
 def side_form(ed: Editor) -> None:

@@ -34,6 +34,20 @@ def wkey(ed: Editor, base: str) -> str:
     return f"{base}{VERSION_MARK}{ed.form_version}"
 
 
+def shown_value(ed: Editor, key: str) -> Any:
+    """The value of the widget ``key`` when it shows the current document, else ``STALE``.
+
+    The browser sends a value typed but not yet confirmed together with the click that follows it
+    (e.g. "Load template"), and Streamlit runs the click's callback first: the field's own callback
+    then belongs to a document that is gone, and must not write into its replacement."""
+    if not key.endswith(f"{VERSION_MARK}{ed.form_version}") or key not in st.session_state:
+        return STALE
+    return st.session_state[key]
+
+
+STALE = object()
+
+
 # --------------------------------------------------------------------------- refusals
 
 # Number widgets get no min/max: the browser would refuse a value outside them without a word (a red
@@ -86,7 +100,9 @@ def field_messages(ed: Editor, name: str, location: str | None, where: Any = Non
 
 
 def _on_param(ed: Editor, node_id: str, prm: Param, key: str) -> None:
-    value = st.session_state[key]
+    value = shown_value(ed, key)
+    if value is STALE or not ed.has_node(node_id):
+        return
     name = f"{PARAM_PREFIX}{node_id}.{prm.name}"
     try:
         if prm.kind in ("int_pair", "padding", "shape", "ints") or (prm.optional and prm.kind in ("int", "float")):
@@ -199,8 +215,11 @@ def _field_value(kind: str, raw: Any, low: float | None, high: float | None) -> 
 def _on_field(ed: Editor, section: Section, path: tuple[str, ...], key: str, kind: str, label: str,
               low: float | None, high: float | None) -> None:
     name = f"{section}.{'.'.join(path)}"
+    raw = shown_value(ed, key)
+    if raw is STALE:
+        return
     try:
-        value = _field_value(kind, st.session_state[key], low, high)
+        value = _field_value(kind, raw, low, high)
     except ValueError as err:
         kept = _get(ed.doc if section == "meta" else ed.doc[section], path)
         ed.refuse_field(name, f"{label}: {err}. Kept {_shown(kept)}.")
@@ -256,7 +275,9 @@ def field_input(ed: Editor, section: Section, path: tuple[str, ...], label: str,
 
 def _on_step(ed: Editor, which: Literal["preprocessing", "augmentation"], index: int, field_: StepField,
              key: str) -> None:
-    value = st.session_state[key]
+    value = shown_value(ed, key)
+    if value is STALE or index >= len(ed.doc["data"].get(which) or []):
+        return
     name = f"step.{which}.{index}.{field_.name}"
     if field_.kind in ("ints", "floats", "strs") or field_.optional or field_.kind == "str":
         try:

@@ -12,7 +12,7 @@ import pytest
 from core import zoo
 from core.load import load_spec, spec_from_json
 from core.spec import PipelineSpec
-from tests.portal.conftest import as_the_browser, downloaded, editor, form
+from tests.portal.conftest import as_the_browser, assert_no_exception, downloaded, editor, form
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 EXPORT = "Export spec (JSON)"
@@ -122,3 +122,16 @@ def test_open_in_editor_replaces_the_forms_too(app, portal_env):
     as_the_browser(at, lambda: None)
     assert _comparable(editor(at).spec()) == _comparable(spec)
     assert form(at, "number_input", "training.epochs").value == 12
+
+
+def test_a_field_changed_together_with_loading_a_template_does_not_reach_the_template(app):
+    """The browser sends a typed, not yet confirmed value together with the click that follows it;
+    Streamlit runs the button's callback and then the field's: the field showed the old document."""
+    at = app()
+    at.selectbox(key="toolbar.template").set_value("resnet18_cifar").run()
+    form(at, "number_input", "data.batch_size").set_value(7)
+    form(at, "text_input", "meta.name").set_value("typed")
+    at.button(key="toolbar.load").click().run()
+    assert_no_exception(at)
+    assert editor(at).spec().data.batch_size == zoo.template("resnet18_cifar").data.batch_size
+    assert form(at, "number_input", "data.batch_size").value == zoo.template("resnet18_cifar").data.batch_size
