@@ -3,11 +3,12 @@ and a real network stays readable.
 
 See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
 newer than its last update (the user's zoom and pan stay); a new graph (template, import, undo,
-auto-layout) remounts it under a new key with its view fitted. A value read back under the current
+auto-layout) or a node added from the palette remounts it under a new key with its view fitted
+(the component cannot be told to pan to a new node). A value read back under the current
 key is applied once. :func:`read_event` runs at the top of the page (before anything is drawn from
 the document) and :func:`draw` where the canvas belongs.
 
-Readable: nodes have a fixed width and a 14 px font (``portal.editor_state.NODE_STYLE``), and the
+Readable: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``), and the
 smallest zoom keeps that font at 10.5 px on screen, so fitting a big graph stops there (the view
 then shows its middle; the minimap, shown from ``MINIMAP_FROM`` nodes, finds the rest). Only the side
 form edits a node: the component's own node menu ("Edit Node" wrote raw Markdown into the node and
@@ -23,7 +24,7 @@ from streamlit_flow.layouts import LayeredLayout, ManualLayout
 from portal.editor_state import Editor
 from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
-CANVAS_HEIGHT = 720
+CANVAS_HEIGHT = 800
 READABLE_PX = 10.5  # the smallest text size on screen the canvas allows
 MIN_ZOOM = READABLE_PX / NODE_FONT_PX
 MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom

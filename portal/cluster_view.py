@@ -22,7 +22,8 @@ RESOURCES = ("CPUs", "GPUs", "Memory GB")
 USES = ("allocated", "idle", "down")  # down: on nodes that are down, drained or otherwise not usable
 USE_COLOURS = ("#1f77b4", "#2ca02c", "#9e9e9e")
 BAR_PX = 28  # one partition's bar
-CHART_PAD_PX = 96  # title, axis and the legend under the bars
+# Streamlit fits the whole chart (title, axis, legend) into its height: this much besides the bars
+CHART_PAD_PX = 110
 
 
 def _amount(value: float, resource: str) -> str:
@@ -57,7 +58,7 @@ def usage_chart(rows: list[dict[str, Any]], resource: str) -> alt.Chart:
                         legend=alt.Legend(title=None, orient="bottom", direction="horizontal", labelFontSize=12)),
         order=alt.Order("order:Q"),
         tooltip=["partition", "use", alt.Tooltip("amount:Q", title=resource)],
-    ).properties(height=CHART_PAD_PX - 40 + (BAR_PX + 12) * partitions)
+    ).properties(height=CHART_PAD_PX + (BAR_PX + 16) * partitions)
 
 
 def utilisation_section(settings: Settings, executors: Any) -> None:

@@ -12,8 +12,8 @@ timestamp is not older than the component's own last update. Every time what the
 changes because of Python (an added node, a new parameter, a refused edge, new inferred shapes),
 :attr:`Editor.canvas_ts` becomes newer than anything the browser sent (:meth:`Editor._resend`): the
 same component takes the new nodes and keeps the user's zoom and pan. A new document (template,
-import, undo) or an auto-layout instead *remounts* the component under a new key
-(``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the new graph. A value read back
+import, undo), an auto-layout or a node added from the palette instead *remounts* the component
+under a new key (``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the graph. A value read back
 under the current key is applied once (by its timestamp).
 """
 
@@ -35,6 +35,7 @@ from core.validate import Analysis, analyse
 from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
 
 HISTORY_LIMIT = 50
+PROBLEM_CHARS = 60  # of a node's first problem, on the node (two lines); the side form has all of it
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
@@ -310,7 +311,8 @@ class Editor:
                     n["position"] = {"x": n["position"]["x"], "y": position[1] + NODE_Y_STEP}
         self.nodes.append(_node_dict(node_id, op, starter_params(op), *position))
         self.selected = node_id
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()  # fit the view to the graph, so the new node is in sight (it cannot be panned to)
         return node_id
 
     def delete_node(self, node_id: str) -> None:
@@ -638,7 +640,9 @@ class Editor:
             if info is not None:
                 lines.append(f"→ {md_text(str(info.output))}")
             if mine:
-                lines.append("⚠ " + md_text(mine[0].message[:90]))
+                message = mine[0].message
+                lines.append("⚠ " + md_text(message if len(message) <= PROBLEM_CHARS else
+                                            message[:PROBLEM_CHARS - 1] + "…"))
                 style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
             elif info is not None:
                 style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
@@ -665,8 +669,15 @@ _MISSING = object()
 def md_text(text: str) -> str:
     """``text`` as literal Markdown text: every ASCII punctuation character backslash-escaped (which
     CommonMark allows for all of them), so no ``<tag>``, ``[link](…)``, ``![image](…)``, ``$math$``,
-    emphasis or heading can come from it; line breaks become spaces."""
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", " ".join(text.split()))
+    emphasis or heading can come from it; line breaks become spaces. GFM also turns bare URLs and
+    e-mail addresses into links *after* escapes are resolved: an invisible word joiner after every
+    ``:`` and ``@`` and inside ``www.`` keeps them text."""
+    text = re.sub(r"([:@])", "\\1" + WORD_JOINER, " ".join(text.split()))
+    text = re.sub(r"(?i)(www)(\.)", r"\1" + WORD_JOINER + r"\2", text)
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
+WORD_JOINER = "\u2060"
 
 
 def _param_summary(op: str, params: dict[str, Any]) -> str:

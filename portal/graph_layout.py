@@ -9,11 +9,11 @@ from typing import Any
 # A node on the canvas: its text size and width. With the canvas' smallest zoom (portal/canvas.py) its
 # text stays at least ~10 px on screen, also at the zoom that fits a big graph into the canvas.
 NODE_FONT_PX = 14
-NODE_WIDTH_PX = 210
+NODE_WIDTH_PX = 240
 NODE_STYLE = {"fontSize": f"{NODE_FONT_PX}px", "width": f"{NODE_WIDTH_PX}px", "padding": "2px 8px",
               "lineHeight": "1.35"}
 NODE_X_STEP = float(NODE_WIDTH_PX + 50)
-NODE_Y_STEP = 130.0
+NODE_Y_STEP = 160.0  # taller than a node with a problem (two lines of it) and its output shape
 
 
 def path_between(edges: list[dict[str, Any]], start: str, goal: str) -> list[str] | None:

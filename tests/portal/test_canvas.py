@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from core import zoo
+from portal.graph_layout import NODE_WIDTH_PX
 from tests.portal.conftest import as_the_browser, canvas_args, editor, fake_canvas_event, form
 
 
@@ -25,7 +26,7 @@ def test_a_big_network_is_sent_readable_with_a_minimap(app):
     assert len(args["nodes"]) == 69
     # the fitted zoom never goes below minZoom: the node text stays ≥ 10 px on screen
     assert all(_px(n["style"]["fontSize"]) * args["minZoom"] >= 10 for n in args["nodes"])
-    assert {n["style"]["width"] for n in args["nodes"]} == {"210px"}
+    assert {n["style"]["width"] for n in args["nodes"]} == {f"{NODE_WIDTH_PX}px"}
     assert args["showMiniMap"] is True and args["fitView"] is True
     # the component's own node menu (raw "Edit Node" dialog) and pane menu are off
     assert args["enableNodeMenu"] is False and args["enablePaneMenu"] is False
