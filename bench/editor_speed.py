@@ -30,6 +30,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.spec import PipelineSpec  # noqa: E402
 from portal.editor_state import Editor  # noqa: E402
+from portal.forms import wkey  # noqa: E402
 
 TARGET_S = 0.3
 
@@ -85,7 +86,7 @@ def main() -> int:
     def param(at: AppTest) -> None:
         counter["k"] += 1
         ed.selected = "n0"
-        key = "param.n0.out_features"
+        key = wkey(ed, "param.n0.out_features")
         if key in at.session_state:
             at.number_input(key=key).set_value(32 + counter["k"] % 7)
         else:
@@ -103,7 +104,7 @@ def main() -> int:
 
     def data(at: AppTest) -> None:
         counter["k"] += 1
-        at.number_input(key="data.batch_size").set_value(32 + counter["k"] % 5)
+        at.number_input(key=wkey(ed, "data.batch_size")).set_value(32 + counter["k"] % 5)
 
     measure(at, nothing, 2)  # warm-up
     rows = []

@@ -78,9 +78,14 @@ def spec_from_json(text: str | bytes, source: str = "<spec>") -> PipelineSpec:
         raise SpecError([Problem(
             source, "is not valid JSON", received=f"{exc.msg} at line {exc.lineno} column {exc.colno}",
             expected="a JSON object", fix="check the brackets, quotes and commas near that position")]) from None
-    except (UnicodeDecodeError, RecursionError) as exc:
-        raise SpecError([Problem(source, "cannot be read as JSON", received=type(exc).__name__,
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(source, "cannot be read as JSON", received=f"a byte that is not UTF-8 at {exc.start}",
                                  expected="UTF-8 encoded JSON")]) from None
+    except RecursionError:
+        raise SpecError([Problem(
+            source, "is nested too deeply to be read", received="more levels of nested brackets than the JSON "
+            "reader allows (about a thousand)", expected="a pipeline spec, which nests about six levels deep",
+            fix="check that this is the right file")]) from None
     return spec_from_dict(doc)
 
 

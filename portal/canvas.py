@@ -1,9 +1,18 @@
-"""The streamlit-flow canvas, rendered so that Python-side edits are never lost (the stale-state race).
+"""The streamlit-flow canvas, rendered so that Python-side edits are never lost (the stale-state race)
+and a real network stays readable.
 
-See ``docs/streamlit-flow.md``: every Python-side change is sent under a new key
-(``canvas-{version}``, which remounts the iframe) with a fresh timestamp, and a value read back
-under the current key is applied once. :func:`read_event` runs at the top of the page (before
-anything is drawn from the document) and :func:`draw` where the canvas belongs.
+See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
+newer than its last update (the user's zoom and pan stay); a new graph (template, import, undo,
+auto-layout) or a node added from the palette remounts it under a new key with its view fitted
+(the component cannot be told to pan to a new node). A value read back under the current
+key is applied once. :func:`read_event` runs at the top of the page (before anything is drawn from
+the document) and :func:`draw` where the canvas belongs.
+
+Readable: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``), and the
+smallest zoom keeps that font at 10.5 px on screen, so fitting a big graph stops there (the view
+then shows its middle; the minimap, shown from ``MINIMAP_FROM`` nodes, finds the rest). Only the side
+form edits a node: the component's own node menu ("Edit Node" wrote raw Markdown into the node and
+bypassed every check) is off; the edge menu stays for deleting an edge.
 """
 
 from __future__ import annotations
@@ -13,8 +22,12 @@ from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowSt
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
 from portal.editor_state import Editor
+from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
-CANVAS_HEIGHT = 620
+CANVAS_HEIGHT = 800
+READABLE_PX = 10.5  # the smallest text size on screen the canvas allows
+MIN_ZOOM = READABLE_PX / NODE_FONT_PX
+MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom
 
 
 def read_event(ed: Editor) -> bool:
@@ -26,7 +39,9 @@ def _flow_state(ed: Editor) -> StreamlitFlowState:
     nodes, edges = ed.canvas_payload()
     flow_nodes = [
         StreamlitFlowNode(
-            id=n["id"], pos=(n["position"]["x"], n["position"]["y"]), data=dict(n["data"]),
+            id=n["id"], pos=(n["position"]["x"], n["position"]["y"]),
+            # not "label": the component replaces the node's (escaped) text with data["label"], raw
+            data={k: v for k, v in n["data"].items() if k != "label"},
             node_type=n.get("type", "default"), selectable=True, connectable=True, deletable=True,
             style=dict(n["style"]),
         )
@@ -43,10 +58,12 @@ def _flow_state(ed: Editor) -> StreamlitFlowState:
 def draw(ed: Editor) -> None:
     """Render the canvas under the editor's current key."""
     state = _flow_state(ed)  # may bump the version (new shapes to show): read the key after it
-    layout = LayeredLayout(direction="down", node_node_spacing=40, node_layer_spacing=50) if ed.auto_layout \
-        else ManualLayout()
+    # the browser's layered layout, top to bottom, spaced like Python's own (editor_state.layered_positions)
+    layout = LayeredLayout(direction="down", node_node_spacing=NODE_X_STEP - NODE_WIDTH_PX,
+                           node_layer_spacing=40) if ed.auto_layout else ManualLayout()
     streamlit_flow(
-        ed.canvas_key, state, height=CANVAS_HEIGHT, fit_view=True, show_controls=True, show_minimap=False,
-        allow_new_edges=True, layout=layout, get_node_on_click=True, get_edge_on_click=False,
-        min_zoom=0.1, enable_pane_menu=False, enable_node_menu=True, enable_edge_menu=True, hide_watermark=True,
+        ed.canvas_key, state, height=CANVAS_HEIGHT, fit_view=ed.canvas_fit, show_controls=True,
+        show_minimap=len(state.nodes) >= MINIMAP_FROM, allow_new_edges=True, layout=layout, get_node_on_click=True,
+        get_edge_on_click=False, min_zoom=MIN_ZOOM, enable_pane_menu=False, enable_node_menu=False,
+        enable_edge_menu=True, hide_watermark=True,
     )

@@ -20,30 +20,47 @@ from portal.runs_view import executors_for
 from schedulers.base import SchedulerError
 from settings import Settings
 
+RESOURCES = ("CPUs", "GPUs", "Memory GB")
+USES = ("allocated", "idle", "down")  # down: on nodes that are down, drained or otherwise not usable
+USE_COLOURS = ("#1f77b4", "#2ca02c", "#9e9e9e")
+BAR_PX = 28  # one partition's bar
+# Streamlit fits the whole chart (title, axis, legend) into its height: this much besides the bars
+CHART_PAD_PX = 110
+
+
+def _amount(value: float, resource: str) -> str:
+    return f"{value:,.1f}" if resource == "Memory GB" else f"{value:,.0f}"
+
 
 def usage_rows(util: dict[str, Any]) -> list[dict[str, Any]]:
-    """Long rows (partition, resource, use, amount) for a stacked bar chart."""
+    """Long rows (partition, bar label, resource, use, amount, order) for stacked bars of allocated,
+    idle and down; the bar's label says ``gpu · 6 of 12 allocated``."""
     rows = []
     for name, p in util.items():
         for resource, total, alloc, idle, scale in (("CPUs", p.total_cpus, p.alloc_cpus, p.idle_cpus, 1),
                                                     ("GPUs", p.total_gpus, p.alloc_gpus, p.idle_gpus, 1),
                                                     ("Memory GB", p.total_memory_mb, p.alloc_memory_mb,
                                                      p.idle_memory_mb, 1024)):
-            unavailable = max(total - alloc - idle, 0)
-            for use, amount in (("allocated", alloc), ("idle", idle), ("unavailable", unavailable)):
-                rows.append({"partition": name, "resource": resource, "use": use, "amount": round(amount / scale, 1)})
+            down = max(total - alloc - idle, 0)
+            label = f"{name} · {_amount(alloc / scale, resource)} of {_amount(total / scale, resource)} allocated"
+            for order, (use, amount) in enumerate(zip(USES, (alloc, idle, down))):
+                rows.append({"partition": name, "bar": label, "resource": resource, "use": use, "order": order,
+                             "amount": round(amount / scale, 1)})
     return rows
 
 
-def _usage_chart(rows: list[dict[str, Any]], resource: str) -> alt.Chart:
+def usage_chart(rows: list[dict[str, Any]], resource: str) -> alt.Chart:
+    """Horizontal stacked bars, one per partition, at a height that shows every bar and the legend."""
     df = pd.DataFrame([r for r in rows if r["resource"] == resource])
-    return alt.Chart(df, title=resource).mark_bar().encode(
-        x=alt.X("sum(amount):Q", title=resource),
-        y=alt.Y("partition:N", title=None),
-        color=alt.Color("use:N", scale=alt.Scale(domain=["allocated", "idle", "unavailable"],
-                                                 range=["#d62728", "#2ca02c", "#bbbbbb"])),
-        tooltip=["partition", "use", "amount"],
-    ).properties(height=40 + 28 * df["partition"].nunique())
+    partitions = int(df["partition"].nunique())
+    return alt.Chart(df, title=alt.Title(resource, anchor="start", fontSize=15)).mark_bar(size=BAR_PX).encode(
+        x=alt.X("sum(amount):Q", title=None, axis=alt.Axis(tickMinStep=1, labelFontSize=12)),
+        y=alt.Y("bar:N", title=None, sort=None, axis=alt.Axis(labelFontSize=13, labelLimit=320)),
+        color=alt.Color("use:N", scale=alt.Scale(domain=list(USES), range=list(USE_COLOURS)),
+                        legend=alt.Legend(title=None, orient="bottom", direction="horizontal", labelFontSize=12)),
+        order=alt.Order("order:Q"),
+        tooltip=["partition", "use", alt.Tooltip("amount:Q", title=resource)],
+    ).properties(height=CHART_PAD_PX + (BAR_PX + 16) * partitions)
 
 
 def utilisation_section(settings: Settings, executors: Any) -> None:
@@ -60,9 +77,13 @@ def utilisation_section(settings: Settings, executors: Any) -> None:
         st.warning("The scheduler reported no partitions.")
         return
     rows = usage_rows(util)
-    cols = st.columns(3)
-    for col, resource in zip(cols, ("CPUs", "GPUs", "Memory GB"), strict=True):
-        col.altair_chart(_usage_chart(rows, resource), width="stretch")
+    cols = st.columns(len(RESOURCES))
+    for col, resource in zip(cols, RESOURCES, strict=True):
+        if not any(r["amount"] for r in rows if r["resource"] == resource):
+            col.markdown(f"**{resource}**")
+            col.info(f"No {resource} on {'this machine' if settings.scheduler == 'local' else 'this cluster'}.")
+            continue
+        col.altair_chart(usage_chart(rows, resource), width="stretch")
     parts = [{"partition": n, "up": p.up, "default": p.default, "nodes available": f"{p.available_nodes}/{len(p.nodes)}",
               "idle CPUs": f"{p.idle_cpus}/{p.total_cpus}", "idle GPUs": f"{p.idle_gpus}/{p.total_gpus}",
               "running jobs": p.running_jobs, "pending jobs": p.pending_jobs} for n, p in util.items()]

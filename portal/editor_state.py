@@ -7,11 +7,14 @@ did (a new edge, a deleted node, a drag), and :meth:`Editor.apply_canvas_value` 
 the same edits the side form and the palette make — so a cycle drawn in the browser is refused
 exactly like one made from the form.
 
-Canvas synchronisation (the stale-state race in the facts file): every time the nodes the canvas
-must show change because of Python (an added node, a new parameter, a refused edge, new inferred
-shapes), :attr:`Editor.canvas_version` grows and :attr:`Editor.canvas_ts` is set to now; the page
-renders the component under the key ``canvas-{version}`` so the browser remounts it with Python's
-state. A value read back under the current key is applied once (by its timestamp).
+Canvas synchronisation (``docs/streamlit-flow.md``): the component takes Python's state when its
+timestamp is not older than the component's own last update. Every time what the canvas must show
+changes because of Python (an added node, a new parameter, a refused edge, new inferred shapes),
+:attr:`Editor.canvas_ts` becomes newer than anything the browser sent (:meth:`Editor._resend`): the
+same component takes the new nodes and keeps the user's zoom and pan. A new document (template,
+import, undo), an auto-layout or a node added from the palette instead *remounts* the component
+under a new key (``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the graph. A value read back
+under the current key is applied once (by its timestamp).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import copy
 import json
 import re
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,23 +32,30 @@ from core.load import spec_from_json
 from core.ops import REGISTRY, Param
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
+from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
 
 HISTORY_LIMIT = 50
-NODE_X_STEP = 220.0
-NODE_Y_STEP = 140.0
+PROBLEM_CHARS = 60  # of a node's first problem, on the node (two lines); the side form has all of it
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
 _EDGE_PREFIX = "st-flow-edge_"
+EDGE_TOPIC = "graph.edge"
 
-Level = Literal["info", "warning", "error"]
+Level = Literal["info", "success", "warning", "error"]
 
 
 @dataclass(frozen=True)
 class Notice:
+    """A message the page shows on every rerun until the user dismisses it or a newer notice on the
+    same topic replaces it (a canvas remount reruns the page by itself: a message shown once was gone
+    before anyone could read it)."""
+
     level: Level
     text: str
-    area: str = "graph"  # where the page shows it: graph | data | toolbar
+    area: str = "graph"  # where the page shows it: toolbar | data | graph | training
+    topic: str = ""  # what it is about: a newer notice on the topic replaces it, an accepted edit clears it
+    id: int = 0
 
 
 def edge_id(source: str, target: str) -> str:
@@ -118,73 +127,8 @@ def parse_param(prm: Param, text: str) -> Any:
     return values
 
 
-# --------------------------------------------------------------------------- graph helpers
-
-
-def path_between(edges: list[dict[str, Any]], start: str, goal: str) -> list[str] | None:
-    """A path ``start → … → goal`` along ``edges`` (breadth-first), or None."""
-    succ: dict[str, list[str]] = {}
-    for e in edges:
-        succ.setdefault(e["source"], []).append(e["target"])
-    parent: dict[str, str | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        n = queue.popleft()
-        if n == goal:
-            path = [n]
-            while parent[path[-1]] is not None:
-                path.append(parent[path[-1]])  # type: ignore[arg-type]
-            return path[::-1]
-        for m in succ.get(n, ()):
-            if m not in parent:
-                parent[m] = n
-                queue.append(m)
-    return None
-
-
-def layered_positions(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Top-to-bottom layered layout: each node one row below its deepest predecessor.
-
-    Nodes left in cycles keep their drawing order after the acyclic part. Linear in the graph size.
-    """
-    ids = [n["id"] for n in nodes]
-    known = set(ids)
-    preds: dict[str, list[str]] = {i: [] for i in ids}
-    succs: dict[str, list[str]] = {i: [] for i in ids}
-    for e in edges:
-        if e["source"] in known and e["target"] in known:
-            preds[e["target"]].append(e["source"])
-            succs[e["source"]].append(e["target"])
-    indeg = {i: len(preds[i]) for i in ids}
-    layer = {i: 0 for i in ids}
-    queue = deque(i for i in ids if indeg[i] == 0)
-    order: list[str] = []
-    while queue:
-        n = queue.popleft()
-        order.append(n)
-        for m in succs[n]:
-            layer[m] = max(layer[m], layer[n] + 1)
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                queue.append(m)
-    depth = max((layer[i] for i in order), default=-1) + 1
-    for i in ids:
-        if i not in set(order):
-            layer[i] = depth
-            depth += 1
-    rows: dict[int, list[str]] = {}
-    for i in ids:
-        rows.setdefault(layer[i], []).append(i)
-    pos: dict[str, tuple[float, float]] = {}
-    for row, members in rows.items():
-        width = len(members)
-        for k, i in enumerate(members):
-            pos[i] = ((k - (width - 1) / 2) * NODE_X_STEP, row * NODE_Y_STEP)
-    return pos
-
-
 def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float) -> dict[str, Any]:
-    data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** `{node_id}`"}
+    data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** {md_text(node_id)}"}
     if is_multi_input(op):
         data[PORT_ORDER_KEY] = []
     return {
@@ -207,11 +151,22 @@ class Editor:
     history: list[str] = field(default_factory=list)
     canvas_version: int = 0
     canvas_ts: int = 0
+    canvas_fit: bool = True  # fit the view when this canvas version mounts (a new document, a layout)
     last_event_ts: int | None = None
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
+    # Why a value typed into a field was refused, by the field's name (``training.epochs``,
+    # ``param.conv1.out_channels``): shown next to the field until it takes a value.
+    field_errors: dict[str, str] = field(default_factory=dict)
+    _notice_count: int = 0
     auto_layout: bool = False  # render the current canvas version with the browser's layered layout
+    # Version of the forms that show the document: part of every form widget's key, so a replaced
+    # document (template, import, undo, a run's spec) is shown by new widgets. A browser keeps the
+    # value of a widget whose key it knows and sends it back; that is how stale values came back.
+    form_version: int = 0
+    imports: int = 0  # files imported (or refused) so far: the file uploader is a new, empty one after each
     _sent_signature: Any = None
+    _sent_contents: dict[str, Any] = field(default_factory=dict)
     _cache_rev: int = -1
     _extraction: Extraction | None = None
     _analysis: Analysis | None = None
@@ -245,23 +200,61 @@ class Editor:
         """After an edit: new revision; ``canvas`` when the browser must be told (Python-side edit)."""
         self.rev += 1
         if canvas:
-            self._remount()
+            self._resend()
 
     def _remount(self) -> None:
+        """Show a new graph: a new component (new key), its view fitted to the graph."""
         self.canvas_version += 1
         self.canvas_ts = int(time.time() * 1000)
+        self.canvas_fit = True
         self.last_event_ts = None
         self._sent_signature = None
+        self._sent_contents = {}
         self.auto_layout = False
 
-    def notice(self, level: Level, text: str, area: str = "graph") -> None:
-        self.notices.append(Notice(level, text, area))
+    def _resend(self) -> None:
+        """Show Python's state in the same component, keeping the user's zoom and pan: a timestamp newer
+        than the component's last update (the newest the browser sent), whatever the two clocks say."""
+        self.canvas_ts = max(int(time.time() * 1000), (self.last_event_ts or 0) + 1, self.canvas_ts + 1)
+        self.canvas_fit = False
 
-    def take_notices(self, area: str | None = None) -> list[Notice]:
-        """Notices to show once (all, or those of one area), removed from the editor."""
-        out = [n for n in self.notices if area is None or n.area == area]
-        self.notices = [n for n in self.notices if n not in out]
-        return out
+    def refresh_forms(self) -> None:
+        """The document changed other than through the widget showing it: show it with new widgets."""
+        self.form_version += 1
+
+    def notice(self, level: Level, text: str, area: str = "graph", topic: str | None = None) -> Notice:
+        """Show ``text`` in ``area`` until dismissed; it replaces the notice on the same ``topic``
+        (default: the area)."""
+        self._notice_count += 1
+        new = Notice(level, text, area, topic or area, self._notice_count)
+        self.notices = [n for n in self.notices if n.topic != new.topic] + [new]
+        return new
+
+    def notices_in(self, area: str | None = None) -> list[Notice]:
+        """The notices to show (all, or those of one area), oldest first; they stay until dismissed."""
+        return [n for n in self.notices if area is None or n.area == area]
+
+    def dismiss(self, notice_id: int) -> None:
+        self.notices = [n for n in self.notices if n.id != notice_id]
+
+    def clear_topic(self, topic: str) -> None:
+        """The user did what a notice asked (e.g. drew an edge that was accepted): drop it."""
+        self.notices = [n for n in self.notices if n.topic != topic]
+
+    def refuse_field(self, name: str, text: str) -> None:
+        """A value typed into the field ``name`` was not taken: say why next to it, and draw the forms
+        again so the field shows the value the document kept."""
+        self.field_errors[name] = text
+        self.refresh_forms()
+
+    def accept_field(self, name: str) -> None:
+        self.field_errors.pop(name, None)
+
+    @property
+    def upload_key(self) -> str:
+        """Key of the import widget: a fresh, empty uploader after every import, so the same file can be
+        chosen again (an uploader that still holds it reports no change)."""
+        return f"toolbar.import.{self.imports}"
 
     @property
     def canvas_key(self) -> str:
@@ -318,7 +311,8 @@ class Editor:
                     n["position"] = {"x": n["position"]["x"], "y": position[1] + NODE_Y_STEP}
         self.nodes.append(_node_dict(node_id, op, starter_params(op), *position))
         self.selected = node_id
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()  # fit the view to the graph, so the new node is in sight (it cannot be panned to)
         return node_id
 
     def delete_node(self, node_id: str) -> None:
@@ -354,12 +348,16 @@ class Editor:
     def connect(self, source: str, target: str) -> bool:
         reason = self.refusal(source, target)
         if reason is not None:
-            self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+            self._refused_edge(reason)
             return False
         self._snapshot()
+        self.clear_topic(EDGE_TOPIC)
         self._add_edge(source, target)
         self._changed()
         return True
+
+    def _refused_edge(self, reason: str) -> None:
+        self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason, topic=EDGE_TOPIC)
 
     def _add_edge(self, source: str, target: str) -> None:
         self.edges.append({"id": edge_id(source, target), "source": source, "target": target})
@@ -436,24 +434,32 @@ class Editor:
         for n in self.nodes:
             x, y = pos[n["id"]]
             n["position"] = {"x": x, "y": y}
-        self._changed()
+        self._changed(canvas=False)
+        self._remount()
         self.auto_layout = True
 
     def undo(self) -> bool:
         if not self.history:
-            self.notice("info", "Nothing to undo.", "toolbar")
+            self.notice("info", "Nothing to undo.", "toolbar", topic="undo")
             return False
         self.doc = json.loads(self.history.pop())
         if not self.has_node(self.selected):
             self.selected = None
-        self._changed()
+        self.refresh_forms()
+        self._changed(canvas=False)
+        self._remount()
         return True
 
     def replace_doc(self, doc: dict[str, Any]) -> None:
+        """A new document (template, import, a run's spec, a blank one): the forms become views of it."""
         self._snapshot()
         self.doc = doc
         self.selected = None
-        self._changed()
+        self.notices = []  # about the document that is gone; the caller says what replaced it
+        self.field_errors = {}
+        self.refresh_forms()
+        self._changed(canvas=False)
+        self._remount()
 
     def load_spec(self, spec: PipelineSpec) -> None:
         """Replace the document with a spec (template or import); missing positions are laid out."""
@@ -516,7 +522,7 @@ class Editor:
             if raw["id"] not in known:
                 content = str((raw.get("data") or {}).get("content", ""))[:40]
                 self.notice("warning", f"Removed the node {content or raw['id']!r}: nodes made with the canvas menu "
-                                       "have no layer type. Add layers from the palette.")
+                                       "have no layer type. Add layers from the palette.", topic="graph.canvas")
                 python_fix = True
                 continue
             pos = raw.get("position")
@@ -543,10 +549,11 @@ class Editor:
             if (src, tgt) not in current_set:
                 reason = self.refusal(src, tgt)
                 if reason is None:
+                    self.clear_topic(EDGE_TOPIC)
                     self._add_edge(src, tgt)
                     structural = True
                 else:
-                    self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason)
+                    self._refused_edge(reason)
                     python_fix = True
 
         if structural:
@@ -554,9 +561,12 @@ class Editor:
             if len(self.history) > HISTORY_LIMIT:
                 del self.history[0]
             self.rev += 1
+        shows = {n["id"]: (n.get("data") or {}).get("content") for n in raw_nodes}
+        if any(shows.get(i, c) != c for i, c in self._sent_contents.items()) or \
+                any(e.get("label") for e in raw_edges):
+            python_fix = True  # the browser shows other text than Python sent (it missed an update, or a menu)
         if python_fix:
-            self._remount()
-            self.last_event_ts = int(ts)
+            self._resend()
         return True
 
     # ------------------------------------------------------------------ derived state (cached per revision)
@@ -603,6 +613,8 @@ class Editor:
         return self.spec().to_json()
 
     def _decorate(self) -> list[dict[str, Any]]:
+        """Each node as the canvas shows it: its text (Markdown, every user-given character escaped, so
+        a label is text and never HTML, a link, an image or math) and a style that says its state."""
         analysis = self._analysis
         problems: dict[str, list[Problem]] = {}
         for p in self.problems():
@@ -613,10 +625,9 @@ class Editor:
             data = n["data"]
             op = str(data.get("op", "?"))
             node_id = n["id"]
-            lines = [f"**{op}** `{node_id}`"]
             label = data.get("label")
-            if label:
-                lines[0] = f"**{_md_escape(str(label))}** ({op})"
+            title = f"**{md_text(str(label))}** ({md_text(op)})" if label else f"**{md_text(op)}** {md_text(node_id)}"
+            lines = [title]
             shown = _param_summary(op, data.get("params") or {})
             if shown:
                 lines.append(shown)
@@ -624,18 +635,19 @@ class Editor:
             if is_multi_input(op):
                 order = self.incoming(node_id)
                 if order:
-                    lines.append("ports: " + ", ".join(f"{i}:{s}" for i, s in enumerate(order)))
+                    lines.append("ports: " + ", ".join(f"{i}:{md_text(s)}" for i, s in enumerate(order)))
             mine = problems.get(node_id)
             if info is not None:
-                lines.append(f"→ {info.output}")
-            base = {"fontSize": "12px", "maxWidth": "240px"}
+                lines.append(f"→ {md_text(str(info.output))}")
             if mine:
-                lines.append("⚠ " + _md_escape(mine[0].message[:90]))
-                style = {**base, "border": "2px solid #d62728", "background": "#fdecea"}
+                message = mine[0].message
+                lines.append("⚠ " + md_text(message if len(message) <= PROBLEM_CHARS else
+                                            message[:PROBLEM_CHARS - 1] + "…"))
+                style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
             elif info is not None:
-                style = {**base, "border": "1px solid #555", "background": "#ffffff"}
+                style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
             else:
-                style = {**base, "border": "1px dashed #999", "background": "#f7f7f7"}
+                style = {**NODE_STYLE, "border": "1px dashed #999", "background": "#f7f7f7"}
             out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
         return out
 
@@ -645,16 +657,27 @@ class Editor:
         signature = (tuple((n["id"], n["data"]["content"], n["style"]["border"]) for n in self._canvas_nodes),
                      tuple(sorted((e["source"], e["target"]) for e in self.edges)))
         if self._sent_signature is not None and signature != self._sent_signature:
-            self._remount()
+            self._resend()
         self._sent_signature = signature
+        self._sent_contents = {n["id"]: n["data"]["content"] for n in self._canvas_nodes}
         return self._canvas_nodes, self.edges
 
 
 _MISSING = object()
 
 
-def _md_escape(text: str) -> str:
-    return re.sub(r"([\\`*_{}\[\]()#+!|<>~])", r"\\\1", text)
+def md_text(text: str) -> str:
+    """``text`` as literal Markdown text: every ASCII punctuation character backslash-escaped (which
+    CommonMark allows for all of them), so no ``<tag>``, ``[link](…)``, ``![image](…)``, ``$math$``,
+    emphasis or heading can come from it; line breaks become spaces. GFM also turns bare URLs and
+    e-mail addresses into links *after* escapes are resolved: an invisible word joiner after every
+    ``:`` and ``@`` and inside ``www.`` keeps them text."""
+    text = re.sub(r"([:@])", "\\1" + WORD_JOINER, " ".join(text.split()))
+    text = re.sub(r"(?i)(www)(\.)", r"\1" + WORD_JOINER + r"\2", text)
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
+WORD_JOINER = "\u2060"
 
 
 def _param_summary(op: str, params: dict[str, Any]) -> str:
@@ -665,119 +688,7 @@ def _param_summary(op: str, params: dict[str, Any]) -> str:
         if prm.name in params and (prm.required or params[prm.name] != prm.default):
             v = params[prm.name]
             text = "×".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
-            parts.append(f"{prm.name}={_md_escape(text)[:24]}")
+            parts.append(f"{prm.name}={md_text(text[:24])}")
         if len(parts) == 3:
             break
     return " ".join(parts)
-
-
-# --------------------------------------------------------------------------- data-layer steps
-
-StepKind = Literal["bool", "int", "float", "str", "ints", "floats", "strs"]
-
-
-@dataclass(frozen=True)
-class StepField:
-    """One field of a preprocessing or augmentation step, as the data layer's form shows it."""
-
-    name: str
-    kind: StepKind
-    default: Any
-    optional: bool  # an empty entry means None
-    help: str = ""
-
-
-STEP_STARTERS: dict[str, dict[str, Any]] = {"resize": {"size": [28, 28]}, "one_hot": {"columns": []}}
-
-
-def _step_union(which: Literal["preprocessing", "augmentation"]) -> tuple[type, ...]:
-    import typing
-
-    from core.spec import Augmentation, Preprocessing
-
-    annotated = Preprocessing if which == "preprocessing" else Augmentation
-    return typing.get_args(typing.get_args(annotated)[0])
-
-
-def step_catalogue(which: Literal["preprocessing", "augmentation"]) -> dict[str, tuple[str, list[StepField]]]:
-    """``op -> (description, fields)`` for every step kind the spec accepts in that list."""
-    from pydantic_core import PydanticUndefined
-
-    out: dict[str, tuple[str, list[StepField]]] = {}
-    for cls in _step_union(which):
-        op = cls.model_fields["op"].default
-        fields = []
-        for name, info in cls.model_fields.items():
-            if name == "op":
-                continue
-            kind, optional = _classify(info.annotation)
-            default = None if info.default is PydanticUndefined else info.default
-            fields.append(StepField(name, kind, default, optional, info.description or ""))
-        out[op] = ((cls.__doc__ or "").strip(), fields)
-    return out
-
-
-def _classify(ann: Any) -> tuple[StepKind, bool]:
-    """A step field's annotation → (form kind, whether None is accepted)."""
-    import types
-    import typing
-
-    optional = False
-    while True:
-        origin = typing.get_origin(ann)
-        if origin is typing.Annotated:
-            ann = typing.get_args(ann)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(ann) if a is not type(None)]
-            optional = optional or len(args) < len(typing.get_args(ann))
-            ann = args[0]
-        else:
-            break
-    if origin in (list, tuple):
-        elem = typing.get_args(ann)[0]
-        while typing.get_origin(elem) is typing.Annotated:
-            elem = typing.get_args(elem)[0]
-        return ({int: "ints", float: "floats"}.get(elem, "strs"), optional)  # type: ignore[return-value]
-    return ({bool: "bool", int: "int", float: "float"}.get(ann, "str"), optional)  # type: ignore[return-value]
-
-
-def new_step(which: Literal["preprocessing", "augmentation"], op: str) -> dict[str, Any]:
-    _doc, fields = step_catalogue(which)[op]
-    step: dict[str, Any] = {"op": op}
-    for f in fields:
-        step[f.name] = copy.deepcopy(STEP_STARTERS.get(op, {}).get(f.name, f.default))
-    return step
-
-
-def format_step_value(field_: StepField, value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def parse_step_value(field_: StepField, text: str) -> Any:
-    """Text of a list-like or optional step field → value; ValueError naming the field otherwise."""
-    text = text.strip()
-    if not text:
-        if field_.optional:
-            return None
-        if field_.kind in ("strs", "ints", "floats"):
-            return []
-        raise ValueError(f"{field_.name} needs a value")
-    if field_.kind == "strs":
-        return [p.strip() for p in text.split(",") if p.strip()]
-    parts = [p for p in re.split(r"[,\s]+", text.strip("[]() ")) if p]
-    try:
-        if field_.kind == "ints":
-            return [int(p) for p in parts]
-        if field_.kind == "floats":
-            return [float(p) for p in parts]
-        if field_.kind == "float":
-            return float(text)
-        if field_.kind == "int":
-            return int(text)
-    except ValueError:
-        raise ValueError(f"{field_.name}: {text!r} is not a list of {field_.kind}") from None
-    return text

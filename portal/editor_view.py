@@ -16,9 +16,10 @@ from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import canvas, dataprobe, limits, users
-from portal.editor_state import Editor, is_multi_input, new_step, step_catalogue
-from portal.forms import FIELD_PREFIXES, PARAM_PREFIX, field_input, param_widget, step_field_widget
+from portal import canvas, data_needs, dataprobe, limits, users
+from portal.data_steps import new_step, step_catalogue
+from portal.editor_state import Editor, is_multi_input
+from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
 from portal.session import reset_widgets
 from schedulers.accounting import Accounting
 from schedulers.base import SchedulerError
@@ -27,6 +28,8 @@ from settings import Settings
 from settings.access import pin_source
 
 MAX_PROBLEMS_SHOWN = 25
+DOCUMENT_TOPIC = "document"  # what replaced the pipeline: a template, an import (or why not)
+PATH_TOPIC = "data.path"  # why a data path was refused
 MAX_FILES_LISTED = 300
 FAMILY_TITLES = {"io": "Input / output", "conv": "Convolution", "pool": "Pooling", "dense": "Dense",
                  "activation": "Activation", "norm": "Normalisation", "dropout": "Dropout", "shape": "Shape",
@@ -36,8 +39,11 @@ FAMILY_ORDER = ["io", "conv", "pool", "dense", "activation", "norm", "dropout", 
 
 
 def _after_replace(ed: Editor) -> None:
-    """The document was replaced: widgets must show its values again."""
-    reset_widgets(*FIELD_PREFIXES, PARAM_PREFIX, "editor.")
+    """The document was replaced (its forms have a new version already): forget the editor's own
+    state about the old one (the probe's last answer, a connection being chosen). The old forms'
+    widgets are left alone: their keys have the old version, so Streamlit drops them after this
+    run, and a callback of theirs still due in this run is ignored (forms.shown_value)."""
+    reset_widgets("editor.")
 
 
 # --------------------------------------------------------------------------- toolbar
@@ -48,7 +54,7 @@ def _load_template(ed: Editor) -> None:
     if not name:
         return
     ed.load_spec(zoo.template(name))
-    ed.notice("info", f"Loaded the template {name}.", "toolbar")
+    ed.notice("success", f"Loaded the template {name}.", "toolbar", topic=DOCUMENT_TOPIC)
     _after_replace(ed)
 
 
@@ -58,21 +64,24 @@ def import_spec(ed: Editor, name: str, size: int, read: Callable[[], bytes], set
     resolved for ``user`` (:func:`settings.access.pin_source`), or a notice saying why not."""
     if size > MAX_SPEC_BYTES:
         ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; a pipeline spec may have at "
-                           f"most {limits.MAX_UPLOAD_MB} MB.", "toolbar")
+                           f"most {limits.MAX_UPLOAD_MB} MB.", "toolbar", topic=DOCUMENT_TOPIC)
         return False
     try:
         spec = pin_source(spec_from_json(read(), source=name), user, settings)
     except FlowTrainError as err:
-        ed.notice("error", f"Could not import {name}: {err}", "toolbar")
+        ed.notice("error", f"Could not import {name}: {err}", "toolbar", topic=DOCUMENT_TOPIC)
         return False
     ed.load_spec(spec)
-    ed.notice("info", f"Imported {name}.", "toolbar")
+    ed.notice("success", f"Imported {name}.", "toolbar", topic=DOCUMENT_TOPIC)
     return True
 
 
-def _import(ed: Editor, settings: Settings, user: str) -> None:
-    upload = st.session_state.get("toolbar.import")
-    if upload is not None and import_spec(ed, upload.name, upload.size, upload.getvalue, settings, user):
+def _import(ed: Editor, key: str, settings: Settings, user: str) -> None:
+    upload = st.session_state.get(key)
+    if upload is None:
+        return
+    ed.imports += 1  # the next import gets an empty uploader: the same file again is a new import
+    if import_spec(ed, upload.name, upload.size, upload.getvalue, settings, user):
         _after_replace(ed)
 
 
@@ -91,20 +100,23 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     with c1:
         field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
     with c2:
-        names = [e.name for e in zoo.entries()]
-        st.selectbox("Template from the model zoo", options=names, index=None, key="toolbar.template",
-                     placeholder="choose a template…",
-                     format_func=lambda n: n, help="Replaces the current pipeline (undo brings it back).")
+        summaries = {e.name: e.summary for e in zoo.entries()}
+        st.selectbox("Template from the model zoo", options=list(summaries), index=None, key="toolbar.template",
+                     placeholder="choose a template…", format_func=lambda n: f"{n} — {summaries[n]}",
+                     help="Replaces the current pipeline (undo brings it back).")
     with c3:
         st.button("Load template", key="toolbar.load", on_click=_load_template, args=(ed,),
                   disabled=not st.session_state.get("toolbar.template"))
     with c4:
         st.button("↶ Undo", key="toolbar.undo", on_click=_undo, args=(ed,), disabled=not ed.history,
                   help="Undo the last change to the pipeline.")
+    chosen = st.session_state.get("toolbar.template")
+    if chosen:
+        st.caption(template_note(chosen))
     c1, c2, c3 = st.columns([4, 3, 2], vertical_alignment="bottom")
     with c1:
-        st.file_uploader("Import a spec (JSON)", type=["json"], key="toolbar.import", on_change=_import,
-                         args=(ed, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
+        st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
+                         args=(ed, ed.upload_key, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
     with c2:
         try:
             text = ed.spec_json()
@@ -118,9 +130,47 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     notices(ed, "toolbar")
 
 
+def template_note(name: str) -> str:
+    """A template's description and whether it runs as shipped (built-in data) or needs the user's data."""
+    entry = next(e for e in zoo.entries() if e.name == name)
+    data = zoo.template(name).data
+    if datasets.builtin(data.source):
+        where = f"runs as shipped on the built-in {data.source}"
+    else:
+        where = (f"needs your data: {data_needs.wanted(data.model_dump(mode='json'))} (it names "
+                 f"'{data.source}')")
+    return f"**{name}**: {entry.summary}; {where}."
+
+
+GUIDE = """\
+1. **Start** from a template above (those on built-in data run as shipped; the others say what data
+   they need) or from the blank pipeline, which holds an Input and an Output.
+2. **Data layer**: a built-in dataset, or a file or folder under your data roots (*File under my
+   data roots*); its format, size and sample shape are detected.
+3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
+   to another node's top handle to connect them. Click a node to edit it in the form on the right.
+   Every node shows its output shape; a problem marks the node red and is listed under the canvas.
+4. **Training layer**: epochs, loss, optimizer, schedule, and the nodes and GPUs to run on.
+5. When the line under the canvas says **Valid**, submit it on the **Runs** page; the **Code** page
+   shows the programs FlowTrain generates for PyTorch, Keras and PaddlePaddle.
+"""
+
+
+def first_run_guide(ed: Editor) -> None:
+    """Open while the session still has its first, blank pipeline; one click away afterwards."""
+    with st.expander("New here? How the editor works", expanded=not ed.history and ed.rev == 0,
+                     icon=":material/help:"):
+        st.markdown(GUIDE)
+
+
 def notices(ed: Editor, area: str) -> None:
-    for n in ed.take_notices(area):
-        {"error": st.error, "warning": st.warning, "info": st.info}[n.level](n.text)
+    """The area's notices, each with a button that dismisses it; they stay until then (or until a
+    newer one on the same topic, or the edit they ask for, replaces them)."""
+    for n in ed.notices_in(area):
+        text, close = st.columns([24, 1], vertical_alignment="center")
+        show = {"error": text.error, "warning": text.warning, "info": text.info, "success": text.success}[n.level]
+        show(n.text)
+        close.button("✕", key=f"notice.{n.id}", on_click=ed.dismiss, args=(n.id,), help="Dismiss this message")
 
 
 # --------------------------------------------------------------------------- data layer
@@ -151,28 +201,33 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     st.session_state["editor.probe"] = ("info", result.detail)
 
 
-def _choose_builtin(ed: Editor, settings: Settings, user: str) -> None:
-    _set_source(ed, st.session_state["data.builtin"], settings, user)
-    reset_widgets("data.")
+def _choose_builtin(ed: Editor, settings: Settings, user: str, key: str) -> None:
+    source = shown_value(ed, key)
+    if source is STALE or not source:
+        return
+    _set_source(ed, source, settings, user)
+    ed.refresh_forms()  # the probe set format, size and classes
 
 
 def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
     root = st.session_state.get("data.root")
     rel = (st.session_state.get("data.path") or "").strip()
     if not root or not rel:
-        ed.notice("error", "Choose a data root and a path inside it.", "data")
+        ed.notice("error", "Choose a data root and a path inside it.", "data", topic=PATH_TOPIC)
         return
     try:
         path = users.confine(user, Path(root) / rel if not rel.startswith("/") else rel, settings)
     except FlowTrainError as err:
-        ed.notice("error", str(err), "data")
+        ed.notice("error", f"Refused {rel!r}: {err}", "data", topic=PATH_TOPIC)
         return
     if not path.exists():
-        ed.notice("error", f"{path} does not exist; check the path (it is relative to the chosen data root).", "data")
+        ed.notice("error", f"{path} does not exist; check the path (it is relative to the chosen data root).", "data",
+                  topic=PATH_TOPIC)
         return
+    ed.clear_topic(PATH_TOPIC)
     with st.spinner("Detecting the format and size…"):
         _set_source(ed, str(path), settings, user)
-    reset_widgets("data.format", "data.size", "data.num_classes")
+    ed.refresh_forms()  # the probe set format, size and classes
 
 
 def _list_files(root: Path) -> list[str]:
@@ -196,14 +251,14 @@ def _add_step(ed: Editor, which: Literal["preprocessing", "augmentation"]) -> No
     if not op:
         return
     ed.set_list(which, [*(ed.doc["data"].get(which) or []), new_step(which, op)])
-    reset_widgets("step.")
+    ed.refresh_forms()
 
 
 def _remove_step(ed: Editor, which: Literal["preprocessing", "augmentation"], index: int) -> None:
     steps = list(ed.doc["data"].get(which) or [])
     del steps[index]
     ed.set_list(which, steps)
-    reset_widgets("step.")
+    ed.refresh_forms()  # the later steps moved up one place
 
 
 def _steps(ed: Editor, which: Literal["preprocessing", "augmentation"], title: str) -> None:
@@ -229,9 +284,18 @@ def _steps(ed: Editor, which: Literal["preprocessing", "augmentation"], title: s
     b.button("Add", key=f"editor.add_{which}_btn", on_click=_add_step, args=(ed, which))
 
 
-def data_layer(ed: Editor, settings: Settings, user: str) -> None:
+def needs_data(ed: Editor, need: Problem) -> None:
+    """The data layer's mark when the pipeline names data this user does not have."""
+    source = str(ed.doc["data"].get("source") or "").replace("`", "'")
+    st.warning(f"**Needs your data.** This pipeline reads `{source}`: {need.message.removeprefix('needs your data: ')}. "
+               f"Point the data layer at {need.expected}: {need.fix}.", icon=":material/folder_off:")
+
+
+def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None = None) -> None:
     st.subheader("1 · Data layer", anchor="data-layer")
     notices(ed, "data")
+    if need is not None:
+        needs_data(ed, need)
     data = ed.doc["data"]
     source = data.get("source", "")
     roots = users.data_roots(user, settings)
@@ -239,11 +303,12 @@ def data_layer(ed: Editor, settings: Settings, user: str) -> None:
     with left:
         modes = (["Built-in dataset"] if settings.builtin_datasets else []) + ["File under my data roots"]
         current = 0 if source.startswith("sklearn:") and settings.builtin_datasets else len(modes) - 1
-        mode = st.radio("Source", modes, index=current, key="editor.source_mode", horizontal=True)
+        mode = st.radio("Source", modes, index=current, key=wkey(ed, "editor.source_mode"), horizontal=True)
         if mode == "Built-in dataset":
             names = list(datasets.BUILTIN)
+            key = wkey(ed, "data.builtin")
             st.selectbox("Built-in dataset", names, index=names.index(source) if source in names else None,
-                         key="data.builtin", on_change=_choose_builtin, args=(ed, settings, user),
+                         key=key, on_change=_choose_builtin, args=(ed, settings, user, key),
                          placeholder="choose a dataset…",
                          format_func=lambda n: f"{n} — {datasets.BUILTIN[n].description}")
         else:
@@ -324,15 +389,17 @@ def _connect_from(ed: Editor, node_id: str) -> None:
         ed.connect(source, node_id)
 
 
-def _set_label(ed: Editor, node_id: str) -> None:
-    ed.set_label(node_id, st.session_state.get(f"editor.label.{node_id}", "").strip())
+def _set_label(ed: Editor, node_id: str, key: str) -> None:
+    label = shown_value(ed, key)
+    if label is not STALE and ed.has_node(node_id):
+        ed.set_label(node_id, str(label).strip())
 
 
 def side_form(ed: Editor) -> None:
     ids = [n["id"] for n in ed.nodes]
     if ed.selected not in ids:
         ed.selected = None
-    key = f"editor.selected.{ed.selected}"  # a new widget whenever the canvas changes the selection
+    key = wkey(ed, f"editor.selected.{ed.selected}")  # a new widget whenever the canvas changes the selection
     st.selectbox("Selected node", ids, index=ids.index(ed.selected) if ed.selected in ids else None,
                  key=key, on_change=_select, args=(ed, key), placeholder="click a node…")
     if ed.selected is None:
@@ -356,8 +423,9 @@ def side_form(ed: Editor) -> None:
         st.markdown(f"Output **{info.output}** · {info.n_params:,} parameters · {info.macs:,} MACs")
     for p in [p for p in ed.problems() if p.node == node_id]:
         st.error(_problem_text(p))
-    st.text_input("Label", value=node["data"].get("label") or "", key=f"editor.label.{node_id}",
-                  on_change=_set_label, args=(ed, node_id))
+    key = wkey(ed, f"editor.label.{node_id}")
+    st.text_input("Label", value=node["data"].get("label") or "", key=key, on_change=_set_label,
+                  args=(ed, node_id, key))
     params = node["data"].get("params") or {}
     for prm in cls.params:
         value = params.get(prm.name, None if prm.required else prm.default)
@@ -387,13 +455,18 @@ def _layout(ed: Editor) -> None:
     ed.layout()
 
 
-def validation(ed: Editor) -> None:
+def validation(ed: Editor, need: Problem | None = None) -> None:
+    """"Valid" means runnable: the graph checks out and the data layer names data the user has."""
     problems = ed.problems()
     analysis = ed.analysis()
     if not problems and analysis is not None:
-        st.success(f"Valid: {len(analysis.nodes)} nodes · {analysis.total_params:,} parameters · "
-                   f"{analysis.total_macs:,} MACs per sample · output {analysis.nodes[analysis.output_id].output}"
-                   if analysis.output_id else "Valid.")
+        facts = (f"{len(analysis.nodes)} nodes · {analysis.total_params:,} parameters · {analysis.total_macs:,} MACs "
+                 f"per sample · output {analysis.nodes[analysis.output_id].output}" if analysis.output_id else "")
+        if need is not None:
+            st.warning(f"Not runnable yet: the data layer needs your data (see [the data layer](#data-layer)). "
+                       f"The graph is valid: {facts}.", icon=":material/folder_off:")
+            return
+        st.success(f"Valid: {facts}" if facts else "Valid.")
         return
     lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
@@ -406,7 +479,7 @@ def _problem_text(p: Problem) -> str:
     return text.replace("`", "'")
 
 
-def graph_layer(ed: Editor) -> None:
+def graph_layer(ed: Editor, need: Problem | None = None) -> None:
     st.subheader("2 · Graph layer", anchor="graph-layer")
     left, mid, right = st.columns([1.3, 5, 2.2])
     with left:
@@ -420,7 +493,7 @@ def graph_layer(ed: Editor) -> None:
         b.caption(f"{len(ed.nodes)} nodes · {len(ed.edges)} edges")
         notices(ed, "graph")
         canvas.draw(ed)
-        validation(ed)
+        validation(ed, need)
 
 
 # --------------------------------------------------------------------------- training layer
@@ -518,11 +591,13 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     """The whole editor page, in the patent's order: data, graph, training."""
     canvas.read_event(ed)
     st.title("Pipeline editor")
+    first_run_guide(ed)
     toolbar(ed, settings, user)
+    need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
     st.divider()
-    data_layer(ed, settings, user)
+    data_layer(ed, settings, user, need)
     st.divider()
-    graph_layer(ed)
+    graph_layer(ed, need)
     st.divider()
     training_layer(ed, settings)
 

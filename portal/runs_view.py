@@ -19,9 +19,10 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.frameworks import FRAMEWORKS
-from portal import limits
+from portal import data_needs, limits, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
+from portal.resume import SeedingExecutors, last_checkpoint
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.runs import Run, RunNotFound, RunRegistry
@@ -95,6 +96,12 @@ def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
     except SpecError as err:
         st.warning(f"The pipeline **{ed.doc.get('name')}** cannot run yet: {len(err.problems)} problem(s). "
                    "Fix them on the Editor page.")
+        return
+    need = data_needs.data_problem(spec.data.model_dump(mode="json"), users.data_roots(user, settings),
+                                   settings.builtin_datasets)
+    if need is not None:
+        st.warning(f"The pipeline **{spec.name}** cannot run yet: its data layer {need.message}. Point it at "
+                   f"{need.expected} on the Editor page.", icon=":material/folder_off:")
         return
     t = spec.training
     st.markdown(f"Pipeline **{spec.name}** · data `{spec.data.source}` · {len(spec.model.nodes)} nodes · "
@@ -239,18 +246,22 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
     except FlowTrainError:
         pass
     epoch, epochs, speed = progress(records, spec_epochs)
-    c = st.columns(6)
+    c = st.columns(5)
     c[0].metric("Framework", run.framework)
     c[1].metric("Scheduler", run.scheduler if run.scheduler == "local" else f"{run.scheduler}/{run.partition}")
-    c[2].metric("Job", run.job_id or "–")
-    c[3].metric("Duration", duration(run.duration))
-    c[4].metric("Epoch", f"{epoch}/{epochs}" if epochs else str(epoch))
-    c[5].metric("Restarts", run.restarts)
-    if speed:
-        st.caption(f"{speed:,.0f} samples/s (last logged)")
+    c[2].metric("Duration", duration(run.duration))
+    c[3].metric("Epoch", f"{epoch}/{epochs}" if epochs else str(epoch))
+    c[4].metric("Restarts", run.restarts)
+    # the job id in full (a metric cuts a long one off), and where the run's files are
+    st.caption(f"Job {run.job_id or '– (not submitted)'} · {when(run.created)} · folder {run.run_dir}"
+               + (f" · {speed:,.0f} samples/s (last logged)" if speed else ""))
     if run.state in (RunState.FAILED, RunState.TIMEOUT, RunState.NODE_FAIL, RunState.CANCELLED):
         code = f"signal {run.signal}" if run.signal is not None else f"exit code {run.exit_code}"
-        st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
+        if run.state == RunState.CANCELLED and cancelled_by_user(registry, run):
+            st.info(f"Cancelled at your request ({code})." + (f" {run.reason}." if run.reason else ""),
+                    icon=":material/cancel:")
+        else:
+            st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
     if run.is_final and run.scheduler == "slurm":
         try:
             record = registry.fetch_accounting(run.id, executors, user)
@@ -281,6 +292,29 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
             st.markdown("\n".join(f"- {r.strip().lstrip('- ')}" for r in run.selection["reasons"]))
 
 
+def cancelled_by_user(registry: RunRegistry, run: Run) -> bool:
+    """The run was cancelled through FlowTrain (its history says who asked), not by the cluster."""
+    return any(h.detail.startswith(f"cancel requested by {run.user}") for h in registry.history(run.id)) \
+        or run.reason.startswith(f"cancelled by {run.user}")
+
+
+def run_label(run: Run) -> str:
+    """How a run is named on the page: its pipeline's name and when it was created."""
+    return f"{run.name} · {when(run.created)}"
+
+
+def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry, executors: Any) -> None:
+    try:
+        spec = spec_of.spec()
+    except FlowTrainError as err:
+        st.error(str(err))
+        return
+    new = _do_submit(spec, settings, user, spec_of.framework, registry, executors)
+    if new is not None:
+        st.session_state["runs.pending_select"] = new.id
+        st.rerun()
+
+
 def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegistry, executors: Any,
                    runs: list[Run]) -> None:
     ids = [r.id for r in runs]
@@ -288,41 +322,53 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
         st.session_state["runs.selected"] = ids[0]
     by_id = {r.id: r for r in runs}
     run_id = st.selectbox("Run", ids, key="runs.selected",
-                          format_func=lambda i: f"{i} · {by_id[i].name}")
+                          format_func=lambda i: f"{run_label(by_id[i])} · {i}")
     run = by_id[run_id]
     final = run.is_final
     live = st.fragment(run_every=None if final else REFRESH_S)(_live)
     live(registry, executors, run_id, user, final)
-    a, b, c, _ = st.columns([1, 1, 1, 3])
+    # a stopped run with a checkpoint can go on from it (see portal/resume.py)
+    ckpt = last_checkpoint(run.run_dir) if final and run.state != RunState.COMPLETED else None
+    a, b, d, c, _ = st.columns([1, 1, 1.4, 1, 1.6])
     a.button("Cancel run", key="runs.cancel", disabled=final, on_click=_cancel,
              args=(registry, executors, run_id, user))
-    if b.button("Resubmit", key="runs.resubmit"):
-        try:
-            spec = registry.get(run_id, user).spec()
-        except FlowTrainError as err:
-            st.error(str(err))
-        else:
-            new = _do_submit(spec, settings, user, run.framework, registry, executors)
-            if new is not None:
-                st.session_state["runs.pending_select"] = new.id
-                st.rerun()
+    if b.button("Resubmit", key="runs.resubmit",
+                help="A new run of the same pipeline and framework, in a new run folder: it starts from epoch 1."):
+        _resubmit(registry.get(run_id, user), settings, user, registry, executors)
+    if ckpt is not None and d.button(
+            f"Resume from step {ckpt.step:,}", key="runs.resume",
+            help=f"A new run of the same pipeline and framework that starts from this run's last checkpoint (step "
+                 f"{ckpt.step:,}, copied into the new run's folder); its curves begin there."):
+        _resubmit(registry.get(run_id, user), settings, user, registry, SeedingExecutors(executors, ckpt))
     c.button("Open in editor", key="runs.open", on_click=_open_in_editor, args=(ed, registry.get(run_id, user)))
     st.markdown("#### Artifacts")
     artifacts_section(registry, registry.get(run_id, user))
 
 
-def compare_section(registry: RunRegistry, runs: list[Run]) -> None:
+def compare_section(registry: RunRegistry, runs: list[Run], selected: str | None = None) -> None:
+    """Curves of several runs; starts with the selected run and the newest other one (of the same
+    pipeline when there is one), runs named by pipeline and time."""
     st.subheader("Compare runs")
-    ids = [r.id for r in runs if r.metrics_count]
-    chosen = st.multiselect("Runs to compare", ids, default=ids[:2] if len(ids) >= 2 else [], key="runs.compare",
-                            max_selections=8)
+    with_metrics = [r for r in runs if r.metrics_count]
+    ids = [r.id for r in with_metrics]
+    by_id = {r.id: r for r in with_metrics}
+    default: list[str] = []
+    if selected in by_id:
+        others = [r for r in with_metrics if r.id != selected]
+        same = [r for r in others if r.name == by_id[selected].name]
+        default = [selected] + [r.id for r in (same or others)[:1]]
+    chosen = st.multiselect("Runs to compare", ids, default=default, key=f"runs.compare.{selected}",
+                            max_selections=8, format_func=lambda i: f"{run_label(by_id[i])} · {i}")
     if len(chosen) < 2:
         st.caption("Choose two or more runs with metrics.")
         return
     split = st.radio("Split", ["val", "train"], horizontal=True, key="runs.compare_split")
+    labels = {rid: run_label(by_id[rid]) for rid in chosen}
+    if len(set(labels.values())) < len(labels):  # two runs of one pipeline in the same second
+        labels = {rid: f"{label} · {rid}" for rid, label in labels.items()}
     rows = []
     for rid in chosen:
-        rows += [r for r in curve_rows(registry.metrics(rid), run=rid) if r["split"] == split]
+        rows += [r for r in curve_rows(registry.metrics(rid), run=labels[rid]) if r["split"] == split]
     metrics = metrics_present(rows)
     cols = st.columns(max(len(metrics), 1))
     for col, metric in zip(cols, metrics, strict=False):
@@ -337,9 +383,12 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     pending = st.session_state.pop("runs.pending_select", None)
     if pending:
         st.session_state["runs.selected"] = pending
-    notice = st.session_state.pop("runs.notice", None)
+    notice = st.session_state.get("runs.notice")  # stays until dismissed or replaced
     if notice:
-        (st.error if notice[0] == "error" else st.info)(notice[1])
+        text, close = st.columns([24, 1], vertical_alignment="center")
+        (text.error if notice[0] == "error" else text.info)(notice[1])
+        close.button("✕", key="runs.notice.dismiss", on_click=st.session_state.pop, args=("runs.notice", None),
+                     help="Dismiss this message")
     submit_section(ed, settings, user, registry, executors)
     st.divider()
     report = registry.reconcile(executors, user=user)
@@ -354,4 +403,4 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     st.divider()
     detail_section(ed, settings, user, registry, executors, runs)
     st.divider()
-    compare_section(registry, runs)
+    compare_section(registry, runs, st.session_state.get("runs.selected"))

@@ -3,7 +3,7 @@ chromium driven by Playwright (``apt-get install -y chromium``; never ``playwrig
 
 The server runs with its own settings file (users from the trusted ``X-Remote-User`` header, as
 behind Open OnDemand), FLOWTRAIN_HOME in a temporary folder, and is stopped after the module.
-Screenshots and the server log go to ``test-artifacts/browser/``.
+Screenshots and the server logs go to ``test-artifacts/browser/``.
 """
 
 from __future__ import annotations
@@ -52,8 +52,17 @@ def _answers(port: int) -> bool:
         return False
 
 
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """The screenshot folder, emptied once per session (each module starts its own portal)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):  # screenshots of an earlier session must not pass for this one's
+        old.unlink()
+    return ARTIFACTS
+
+
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Portal]:
+def portal(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[Portal]:
     root = tmp_path_factory.mktemp("portal")
     home, data = root / "home", root / "data"
     data.mkdir()
@@ -63,10 +72,7 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Portal]:
     secret.chmod(0o600)
     config.write_text(f'home = "{home}"\n[data]\nroots = ["{data}"]\n[auth]\nmode = "header"\n'
                       f'header = "{USER_HEADER}"\nproxy_secret_file = "{secret}"\n', encoding="utf-8")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):  # screenshots of an earlier session must not pass for this one's
-        old.unlink()
-    log = ARTIFACTS / "server.log"
+    log = artifacts / f"server-{root.name}.log"  # one portal per test module
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
     env.update(FLOWTRAIN_CONFIG=str(config), FLOWTRAIN_HOME=str(home))

@@ -118,6 +118,57 @@ def wait_text(page: Any, text: str | re.Pattern[str], exact: bool = True, timeou
     return page.get_by_text(re.compile(pattern, re.IGNORECASE if flags else 0)).first
 
 
+def wait_gone(page: Any, text: str | re.Pattern[str], exact: bool = True, timeout: int = TIMEOUT_MS) -> None:
+    """Wait until the settled page shows no live element with this text."""
+    pattern, flags = _regex(text, exact)
+    _wait(page, f"([pattern, flags]) => ({_SETTLED})() && ({_MATCHES})(pattern, flags).length === 0",
+          [pattern, flags], timeout, f"no element with the text /{pattern}/")
+
+
+# The canvas' view and the size its node text has on screen: the font size of every element of a node
+# that holds text, times the zoom of the viewport (its CSS transform).
+_CANVAS_VIEW = r"""(sel) => {
+  const frames = document.querySelectorAll(sel);
+  if (frames.length !== 1 || !frames[0].contentDocument) return null;
+  const doc = frames[0].contentDocument;
+  const viewport = doc.querySelector('.react-flow__viewport');
+  if (!viewport) return null;
+  const m = /scale\(([\d.e-]+)\)/.exec(viewport.style.transform);
+  const zoom = m ? parseFloat(m[1]) : 1;
+  let smallest = Infinity, nodes = 0;
+  for (const node of doc.querySelectorAll('.react-flow__node')) {
+    nodes += 1;
+    for (const el of node.querySelectorAll('*')) {
+      if ([...el.childNodes].some(c => c.nodeType === 3 && c.textContent.trim()))
+        smallest = Math.min(smallest, parseFloat(doc.defaultView.getComputedStyle(el).fontSize) * zoom);
+    }
+  }
+  return {transform: viewport.style.transform, zoom, smallest_text_px: smallest, nodes,
+          minimap: !!doc.querySelector('.react-flow__minimap'), mark: frames[0].contentWindow.__ftMark || null};
+}"""
+
+
+def canvas_view(page: Any) -> dict[str, Any]:
+    """The one canvas' viewport transform, zoom, smallest node text on screen (px), node count,
+    whether it shows a minimap, and the mark :func:`mark_canvas` left (None after a remount)."""
+    view = page.evaluate(_CANVAS_VIEW, CANVAS)
+    assert view is not None, "no single canvas on the page"
+    return view
+
+
+def wait_canvas(page: Any, condition: str, what: str, timeout: int = TIMEOUT_MS) -> dict[str, Any]:
+    """Wait for a settled page whose canvas view ``v`` (see :func:`canvas_view`) makes the JavaScript
+    expression ``condition`` true; returns that view."""
+    _wait(page, f"(sel) => {{ if (!({_SETTLED})()) return false; const v = ({_CANVAS_VIEW})(sel); "
+                f"return !!v && !!({condition}); }}", CANVAS, timeout, what)
+    return canvas_view(page)
+
+
+def mark_canvas(page: Any, value: str) -> None:
+    """Leave a mark in the canvas iframe's window: it survives an update, not a remount."""
+    page.evaluate("([sel, v]) => { document.querySelector(sel).contentWindow.__ftMark = v; }", [CANVAS, value])
+
+
 def wait_node(page: Any, node_id: str, text: str | None = None, timeout: int = TIMEOUT_MS) -> None:
     """Wait for a settled page with one canvas iframe holding node ``node_id`` (text containing ``text``)."""
     _wait(page, _NODE_READY, [CANVAS, node_id, text], timeout,

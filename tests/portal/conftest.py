@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from portal.editor_state import Editor
+from portal.forms import wkey
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 TIMEOUT_S = 60
@@ -57,6 +59,63 @@ def app(portal_env: Path) -> Callable[..., AppTest]:
     return start
 
 
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """What the page's download buttons serve: media URL → bytes, recorded as AppTest stores them."""
+    served: dict[str, bytes] = {}
+
+    class Recording(MemoryMediaFileStorage):
+        def load_and_get_id(self, path_or_data: str | bytes, mimetype: str, kind: Any,
+                            filename: str | None = None) -> str:
+            file_id = super().load_and_get_id(path_or_data, mimetype, kind, filename)
+            served[self.get_url(file_id)] = self.get_file(file_id).content
+            return file_id
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    return served
+
+
+def downloaded(at: AppTest, served: dict[str, bytes], label: str) -> bytes:
+    """The bytes the download button labelled ``label`` gives (it must be enabled)."""
+    [button] = [b for b in at.get("download_button") if b.proto.label == label]
+    assert not button.proto.disabled, f"{label!r} is disabled"
+    return served[button.proto.url]
+
+
+# Widgets that hold a value the browser keeps between reruns.
+VALUE_WIDGETS = ("number_input", "text_input", "text_area", "selectbox", "multiselect", "checkbox", "toggle", "radio")
+
+
+_UNSEEN = object()
+
+
+def as_the_browser(at: AppTest, action: Callable[[], Any]) -> None:
+    """Do ``action`` (a click, a value set), run, then run once more as a browser would.
+
+    A browser keeps the value it shows for every widget whose id it still knows, even when the
+    script drew that widget with another initial value, and sends that value with the next
+    interaction; AppTest reads values from the session instead. So after the run, every widget
+    whose id survived gets back the value it showed before (a change, so its callback fires as in
+    the browser), and the app runs again.
+    """
+    action()
+    shown = {w.id: w.value for kind in VALUE_WIDGETS for w in at.get(kind)}  # with the user's change
+    at.run()
+    assert_no_exception(at)
+    for kind in VALUE_WIDGETS:
+        for w in at.get(kind):
+            old = shown.get(w.id, _UNSEEN)
+            if old is _UNSEEN or w.value == old:
+                continue
+            options = getattr(w, "options", None)
+            if options is not None and any(v not in options for v in (old if isinstance(old, list) else [old])
+                                           if v is not None):
+                continue  # the browser cannot show an option the widget no longer has
+            w.set_value(old)
+    at.run()
+    assert_no_exception(at)
+
+
 def assert_no_exception(at: AppTest) -> None:
     if at.exception:
         raise AssertionError("the page raised:\n" + "\n\n".join(
@@ -65,6 +124,12 @@ def assert_no_exception(at: AppTest) -> None:
 
 def editor(at: AppTest) -> Editor:
     return at.session_state["portal.editor"]
+
+
+def form(at: AppTest, kind: str, base: str) -> Any:
+    """The widget of kind ``kind`` (``number_input``, ``selectbox``…) showing the document's field
+    ``base`` (``data.batch_size``, ``param.conv1.out_channels``): its key carries the form version."""
+    return getattr(at, kind)(key=wkey(editor(at), base))
 
 
 def canvas_args(at: AppTest) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The editor's pure logic (portal/editor_state.py): edits, cycle refusal, canvas events, undo, layout."""
+"""The editor's pure logic (portal/editor_state.py, graph_layout.py, data_steps.py): edits, cycle refusal,
+canvas events, undo, layout."""
 
 from __future__ import annotations
 
@@ -8,18 +9,9 @@ import pytest
 
 from core import zoo
 from core.ops import REGISTRY
-from portal.editor_state import (
-    Editor,
-    edge_id,
-    format_param,
-    layered_positions,
-    new_step,
-    parse_param,
-    parse_step_value,
-    path_between,
-    starter_params,
-    step_catalogue,
-)
+from portal.data_steps import new_step, parse_step_value, step_catalogue
+from portal.editor_state import Editor, edge_id, format_param, parse_param, starter_params
+from portal.graph_layout import layered_positions, path_between
 
 
 def _chain(ed: Editor, *ops: str) -> list[str]:
@@ -67,7 +59,7 @@ def test_cycles_are_refused_with_the_loop_named():
     ed = Editor()
     ids = _chain(ed, "ReLU", "Tanh")
     assert not ed.connect("tanh1", "relu1")
-    notice = ed.take_notices()[-1]
+    notice = ed.notices_in()[-1]
     assert notice.level == "error"
     assert "tanh1 → relu1 → tanh1" in notice.text and "cycle" in notice.text
     assert not ed.connect("relu1", "relu1")
@@ -93,11 +85,13 @@ def test_canvas_event_applies_edges_moves_and_refuses_a_cycle():
     assert ed.apply_canvas_value(_value(ed, nodes=nodes))
     ed.canvas_payload()
     assert ed.node("tanh1")["position"] == {"x": 5.0, "y": 7.0} and ed.canvas_version == version
-    # a cycle from the browser: refused, and the canvas is remounted so the drawn edge disappears
-    assert ed.apply_canvas_value(_value(ed, edges=[("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu1")]))
+    # a cycle from the browser: refused, and Python's state is sent again, newer than the browser's
+    # event, so the drawn edge disappears (same component: the user's zoom stays)
+    cycle = _value(ed, edges=[("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu1")])
+    assert ed.apply_canvas_value(cycle)
     assert ("tanh1", "relu1") not in [(e["source"], e["target"]) for e in ed.edges]
-    assert ed.canvas_version > version
-    assert any("cycle" in n.text for n in ed.take_notices())
+    assert ed.canvas_version == version and ed.canvas_ts > cycle["timestamp"] and not ed.canvas_fit
+    assert any("cycle" in n.text for n in ed.notices_in())
 
 
 def test_canvas_deletion_drops_edges_and_port_orders_and_a_stray_node_is_refused():
@@ -115,7 +109,7 @@ def test_canvas_deletion_drops_edges_and_port_orders_and_a_stray_node_is_refused
     assert not ed.has_node("relu1") and not ed.has_node("st-flow-node_x1")
     assert ed.node("add1")["data"]["input_order"] == ["tanh1"]
     assert all("relu1" not in (e["source"], e["target"]) for e in ed.edges)
-    assert any("palette" in n.text for n in ed.take_notices())
+    assert any("palette" in n.text for n in ed.notices_in())
 
 
 def test_selection_from_the_canvas_ignores_edge_ids_and_none():
@@ -200,17 +194,36 @@ def test_decorations_show_shapes_and_problems():
     assert all("⚠" not in n["data"]["content"] for n in nodes.values())
 
 
-def test_remount_only_when_what_the_canvas_shows_changes():
+def test_the_canvas_is_told_only_when_what_it_shows_changes_and_remounted_only_for_a_new_graph():
     ed = Editor()
     _chain(ed, "Flatten")
     ed.canvas_payload()
-    v = ed.canvas_version
+    v, ts = ed.canvas_version, ed.canvas_ts
     ed.set_field("data", ("batch_size",), 32)  # nothing on the canvas changes
     ed.canvas_payload()
-    assert ed.canvas_version == v
-    ed.set_field("data", ("source",), "sklearn:iris")  # the Input's shape changes
+    assert (ed.canvas_version, ed.canvas_ts) == (v, ts)
+    ed.set_field("data", ("source",), "sklearn:iris")  # the Input's shape changes: sent, same component
     ed.canvas_payload()
-    assert ed.canvas_version == v + 1
+    assert ed.canvas_version == v and ed.canvas_ts > ts and not ed.canvas_fit
+    # the browser's clock may run ahead of the server's: what Python sends is newer than what it got
+    ed.apply_canvas_value({**_value(ed), "timestamp": ed.canvas_ts + 10**7})
+    ed.set_label("flatten1", "flat")
+    ed.canvas_payload()
+    assert ed.canvas_ts > ed.last_event_ts
+    ed.load_spec(zoo.template("mlp"))  # a new graph: a new component, fitted to it
+    assert ed.canvas_version == v + 1 and ed.canvas_fit
+    ed.layout()
+    assert ed.canvas_version == v + 2 and ed.canvas_fit and ed.auto_layout
+
+
+def test_a_browser_that_missed_an_update_is_sent_it_again():
+    ed = Editor()
+    _chain(ed, "Flatten")
+    nodes, edges = ed.canvas_payload()
+    stale = [dict(n, data={**n["data"], "content": "**old**"}) if n["id"] == "flatten1" else n for n in nodes]
+    ts = ed.canvas_ts
+    ed.apply_canvas_value(_value(ed, nodes=stale))
+    assert ed.canvas_ts > ts, "the browser shows text Python did not send: send it again"
 
 
 def test_user_text_in_labels_is_escaped_in_node_markdown():
@@ -256,3 +269,27 @@ def test_a_node_dropped_from_the_palette_has_every_required_parameter_filled_wit
         if prm.required:
             assert prm.name in params and params[prm.name] is not None, f"{op}.{prm.name} has no example value"
             prm.check(params[prm.name])  # raises ParamError naming the range when the example is outside it
+
+
+def test_notices_stay_until_dismissed_replaced_or_acted_on():
+    ed = Editor()
+    _chain(ed, "ReLU", "Tanh")
+    assert not ed.connect("tanh1", "relu1")
+    [cycle] = ed.notices_in("graph")
+    assert ed.notices_in("graph") == [cycle], "reading the notices does not remove them"
+    assert not ed.connect("relu1", "relu1")  # a newer refusal of an edge replaces the older one
+    [itself] = ed.notices_in("graph")
+    assert "feed itself" in itself.text and itself.id != cycle.id
+    ed.add_node("Sigmoid")
+    assert ed.connect("tanh1", "sigmoid1")  # an accepted edge: the refusal has been acted on
+    assert ed.notices_in("graph") == []
+    ed.notice("info", "Loaded the template x.", "toolbar", topic="document")
+    ed.notice("error", "Choose a data root.", "data", topic="data.path")
+    [loaded] = ed.notices_in("toolbar")
+    ed.dismiss(loaded.id)
+    assert ed.notices_in("toolbar") == [] and len(ed.notices_in("data")) == 1
+    ed.refuse_field("training.epochs", "Epochs: 1000000000 refused")
+    version = ed.form_version
+    assert ed.field_errors and version > 0
+    ed.replace_doc(Editor.blank_doc())  # a new document: the messages about the old one go
+    assert ed.notices_in() == [] and ed.field_errors == {} and ed.form_version > version

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from core import zoo
+from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
 from schedulers.runs import RunRegistry
 from tests.helpers import wait_until
-from tests.portal.conftest import assert_no_exception, editor
+from tests.portal.conftest import assert_no_exception, editor, form
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ def test_runs_page_shows_only_my_runs_with_curves_artifacts_and_compare(app, por
     at = app("pages/runs.py")
     table = at.dataframe[0].value
     assert set(table["run"]) == {mine.id, mine_b.id} and theirs.id not in set(table["run"])
-    assert set(at.selectbox(key="runs.selected").options) == {f"{r.id} · {r.name}" for r in (mine, mine_b)}
+    assert set(at.selectbox(key="runs.selected").options) == {f"{run_label(r)} · {r.id}" for r in (mine, mine_b)}
     at.selectbox(key="runs.selected").set_value(mine.id).run()
     assert_no_exception(at)
     assert any(f"Run `{mine.id}` — COMPLETED" in m.value for m in at.markdown)
@@ -73,10 +74,10 @@ def test_runs_page_shows_only_my_runs_with_curves_artifacts_and_compare(app, por
     assert any(label.startswith("Download model model/model.pt") for label in labels)
     at.selectbox(key="runs.selected").set_value(mine_b.id).run()
     assert any("FAILED (exit code 1): bad data" in e.value for e in at.error)
-    # compare: both of my runs by default, one chart per metric
-    assert at.multiselect(key="runs.compare").value == [mine_b.id, mine.id] or \
-        set(at.multiselect(key="runs.compare").value) == {mine.id, mine_b.id}
-    assert theirs.id not in at.multiselect(key="runs.compare").options
+    # compare: the selected run first, then my other one, named by pipeline and time
+    compare = at.multiselect(key=f"runs.compare.{mine_b.id}")
+    assert compare.value == [mine_b.id, mine.id] and theirs.id not in compare.options
+    assert f"{run_label(mine)} · {mine.id}" in compare.proto.options
 
 
 def test_cancel_only_reaches_my_own_runs(app, portal_env):
@@ -102,14 +103,14 @@ def test_open_in_editor_loads_the_runs_spec(app, portal_env):
     at.button(key="runs.open").click().run()
     assert editor(at).doc["name"] == "from-a-run"
     at.switch_page("pages/editor.py").run()
-    assert at.text_input(key="meta.name").value == "from-a-run"
+    assert form(at, "text_input", "meta.name").value == "from-a-run"
 
 
 @pytest.mark.frameworks
 def test_submit_runs_the_pipeline_with_the_local_executor(app, portal_env):
     at = app()
     _load_template(at, "mlp")
-    at.number_input(key="training.epochs").set_value(2).run()
+    form(at, "number_input", "training.epochs").set_value(2).run()
     at.switch_page("pages/runs.py").run()
     at.selectbox(key="runs.framework").set_value("torch").run()
     at.button(key="runs.submit").click().run()
@@ -188,7 +189,8 @@ def test_cluster_page_charts_frameworks_and_choice(app):
     _load_template(at, "mnist_cnn")
     at.switch_page("pages/cluster.py").run()
     assert_no_exception(at)
-    assert len(at.get("vega_lite_chart")) == 3  # CPUs, GPUs, memory
+    no_gpus = "No GPUs on this machine." in [i.value for i in at.info]
+    assert len(at.get("vega_lite_chart")) + no_gpus == 3  # CPUs, GPUs (or a line saying there are none), memory
     parts = at.dataframe[0].value
     assert list(parts["partition"]) == ["local"]
     fws = at.dataframe[2].value

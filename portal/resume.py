@@ -1,0 +1,112 @@
+"""Resuming a stopped run from its last checkpoint, as a new run.
+
+The generated program resumes from the newest complete checkpoint in *its own* folder
+(``checkpoints/ckpt-<step><suffix>``, docs/generated-program.md), and a resubmitted run gets a new
+folder: by itself it starts again from epoch 1. So a resume copies the stopped run's last checkpoint
+into the new run's folder after the program is written there and before the job is submitted
+(:class:`SeedingExecutors` wraps the executors :func:`schedulers.launch.submit_run` submits
+through). The program accepts it only when it was written for the same spec (its hash) and
+framework: a resume uses both of the stopped run.
+
+Which files make a checkpoint, and which one marks it complete, is read from the run's own
+``train.py`` (``CHECKPOINT_FILES``), so this module repeats no template's fact.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHECKPOINTS = "checkpoints"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    files: tuple[Path, ...]  # in the order the program writes them; the last marks it complete
+
+
+def checkpoint_suffixes(program: Path) -> tuple[str, ...] | None:
+    """``CHECKPOINT_FILES`` of a generated ``train.py`` (e.g. ``(".pt",)``), or None when it has none."""
+    try:
+        tree = ast.parse(program.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHECKPOINT_FILES"
+                                                for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            if isinstance(value, tuple) and value and all(isinstance(s, str) and s.startswith(".") for s in value):
+                return value
+    return None
+
+
+def last_checkpoint(run_dir: Path) -> Checkpoint | None:
+    """The newest complete checkpoint of a run (its files all present), or None."""
+    suffixes = checkpoint_suffixes(run_dir / "train.py")
+    folder = run_dir / CHECKPOINTS
+    if suffixes is None or not folder.is_dir():
+        return None
+    marker = suffixes[-1]
+    steps = []
+    for path in folder.glob(f"ckpt-*{marker}"):  # as the program finds them (checkpoint_paths)
+        step = path.name.removeprefix("ckpt-").removesuffix(marker)
+        if step.isdigit():
+            steps.append(int(step))
+    for step in sorted(steps, reverse=True):
+        files = tuple(folder / f"ckpt-{step}{s}" for s in suffixes)
+        if all(f.is_file() for f in files):
+            return Checkpoint(step, files)
+    return None
+
+
+def seed(run_dir: Path, checkpoint: Checkpoint) -> None:
+    """Copy the checkpoint into ``run_dir/checkpoints``, the marker file last (as the program writes it)."""
+    target = run_dir / CHECKPOINTS
+    target.mkdir(parents=True, exist_ok=True)
+    for f in checkpoint.files:
+        shutil.copy2(f, target / f.name)
+
+
+class _SeedingExecutor:
+    """An executor that puts the checkpoint into a job's run folder before submitting the job."""
+
+    def __init__(self, inner: Any, checkpoint: Checkpoint) -> None:
+        self._inner = inner
+        self._checkpoint = checkpoint
+
+    def submit(self, request: Any) -> str:
+        seed(Path(request.run_dir), self._checkpoint)
+        return self._inner.submit(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class SeedingExecutors(Mapping[str, Any]):
+    """``executors`` (a :class:`schedulers.launch.Executors`), except that a job submitted through an
+    executor from :meth:`make` (what ``submit_run`` uses) starts with ``checkpoint`` in its folder."""
+
+    def __init__(self, executors: Any, checkpoint: Checkpoint) -> None:
+        self._executors = executors
+        self.checkpoint = checkpoint
+        self.home = executors.home
+
+    def make(self, scheduler: str, python: str | None = None) -> Any:
+        return _SeedingExecutor(self._executors.make(scheduler, python=python), self.checkpoint)
+
+    def __getitem__(self, scheduler: str) -> Any:
+        return self._executors[scheduler]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._executors)
+
+    def __len__(self) -> int:
+        return len(self._executors)

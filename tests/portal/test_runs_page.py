@@ -1,0 +1,215 @@
+"""The runs page's smaller promises: resume from the last checkpoint, a user's cancel shown as their
+action, Compare starting from the selected run with runs named by pipeline and time, full job ids,
+messages that stay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core import zoo
+from core.codegen import generate
+from portal.resume import SeedingExecutors, checkpoint_suffixes, last_checkpoint
+from portal.runs_view import run_label
+from portal.users import default_local_user
+from schedulers.base import JobRequest, JobStatus, RunState
+from schedulers.runs import RunRegistry
+from tests.helpers import wait_until
+from tests.portal.conftest import assert_no_exception
+
+
+def _run(registry: RunRegistry, name: str, state: RunState, job_id: str = "4242", reason: str = "",
+         metrics: bool = True, checkpoints: tuple[int, ...] = ()):
+    spec = zoo.template("mlp").model_copy(update={"name": name})
+    run = registry.create_run(user=default_local_user(), spec_json=spec.to_json(), spec_hash=spec.spec_hash(),
+                              framework="torch", scheduler="local", name=name)
+    generate(spec, "torch").write(run.run_dir)
+    if metrics:
+        lines = [{"event": "epoch", "step": 10 * (i + 1), "epoch": i, "split": "val", "loss": 1 - a, "accuracy": a}
+                 for i, a in enumerate((0.5, 0.7))]
+        (run.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    for step in checkpoints:
+        (run.run_dir / "checkpoints").mkdir(exist_ok=True)
+        (run.run_dir / "checkpoints" / f"ckpt-{step}.pt").write_bytes(b"state")
+    if state != RunState.PENDING:
+        registry.mark_submitted(run.id, job_id)
+        registry.record_status(run.id, JobStatus(job_id=job_id, state=state, exit_code=3, reason=reason))
+    registry.sync_metrics(run.id)
+    return registry.get(run.id)
+
+
+@pytest.fixture
+def registry(portal_env: Path) -> RunRegistry:
+    return RunRegistry(home=portal_env / "home")
+
+
+def _buttons(at) -> dict[str, str]:
+    return {b.key: b.label for b in at.button if b.key}
+
+
+# --------------------------------------------------------------------------- resume
+
+
+@pytest.mark.parametrize("framework, suffixes", [("torch", (".pt",)), ("keras", (".npz",)),
+                                                 ("paddle", (".pdparams", ".pdopt", ".json"))])
+def test_the_checkpoint_files_are_read_from_the_runs_own_program(tmp_path, framework, suffixes):
+    generate(zoo.template("mlp"), framework).write(tmp_path)
+    assert checkpoint_suffixes(tmp_path / "train.py") == suffixes
+
+
+def test_the_last_complete_checkpoint_is_found(tmp_path):
+    generate(zoo.template("mlp"), "paddle").write(tmp_path)
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for name in ("ckpt-100.pdparams", "ckpt-100.pdopt", "ckpt-100.json", "ckpt-200.pdparams", "ckpt-200.pdopt"):
+        (folder / name).write_bytes(b"x")  # 200 has no .json: the program never finished writing it
+    ckpt = last_checkpoint(tmp_path)
+    assert ckpt is not None and ckpt.step == 100 and [f.name for f in ckpt.files] == \
+        ["ckpt-100.pdparams", "ckpt-100.pdopt", "ckpt-100.json"]
+    assert last_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_a_resumed_job_finds_the_checkpoint_in_its_folder_when_it_is_submitted(tmp_path):
+    generate(zoo.template("mlp"), "torch").write(tmp_path / "old")
+    (tmp_path / "old" / "checkpoints").mkdir()
+    (tmp_path / "old" / "checkpoints" / "ckpt-40.pt").write_bytes(b"state at 40")
+    ckpt = last_checkpoint(tmp_path / "old")
+    seen: list[list[str]] = []
+
+    class Executor:
+        def submit(self, request: JobRequest) -> str:
+            seen.append(sorted(p.name for p in (request.run_dir / "checkpoints").iterdir()))
+            return "7"
+
+        def status(self, job_id: str) -> str:
+            return "asked " + job_id
+
+    class Executors(dict):
+        home = tmp_path
+
+        def make(self, scheduler: str, python: str | None = None) -> Executor:
+            return Executor()
+
+    seeding = SeedingExecutors(Executors(local=Executor()), ckpt)
+    executor = seeding.make("local", python="/usr/bin/python3")
+    assert executor.submit(JobRequest(run_dir=tmp_path / "new", name="x", framework="torch")) == "7"
+    assert seen == [["ckpt-40.pt"]] and executor.status("7") == "asked 7"
+    assert (tmp_path / "new" / "checkpoints" / "ckpt-40.pt").read_bytes() == b"state at 40"
+    assert list(seeding) == ["local"] and "local" in seeding
+
+
+def test_resume_is_offered_for_a_stopped_run_with_a_checkpoint(app, registry):
+    stopped = _run(registry, "stopped", RunState.CANCELLED, checkpoints=(20, 40))
+    done = _run(registry, "done", RunState.COMPLETED, checkpoints=(60,))
+    bare = _run(registry, "bare", RunState.FAILED)
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(stopped.id).run()
+    assert _buttons(at)["runs.resume"] == "Resume from step 40"
+    assert "starts from epoch 1" in next(b for b in at.button if b.key == "runs.resubmit").help
+    for run in (done, bare):  # a completed run is done; a failed one without a checkpoint has nothing to go on
+        at.selectbox(key="runs.selected").set_value(run.id).run()
+        assert "runs.resume" not in _buttons(at)
+
+
+# --------------------------------------------------------------------------- cancel, job ids, messages
+
+
+def test_my_cancel_is_my_action_and_the_message_stays(app, registry):
+    pending = _run(registry, "queued", RunState.PENDING, metrics=False)
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(pending.id).run()
+    at.button(key="runs.cancel").click().run()
+    assert_no_exception(at)
+    assert registry.get(pending.id).state == RunState.CANCELLED
+    assert any(i.value.startswith("Cancelled at your request") for i in at.info)
+    assert not any("CANCELLED" in e.value for e in at.error), "a cancel the user asked for is no error"
+    at.run()
+    assert any(i.value == f"Cancel requested for run {pending.id}." for i in at.info), "the message stays"
+    at.button(key="runs.notice.dismiss").click().run()
+    assert not any(i.value.startswith("Cancel requested") for i in at.info)
+
+
+def test_a_cancel_by_the_cluster_is_an_error(app, registry):
+    run = _run(registry, "preempted", RunState.CANCELLED, reason="scancel by root: node drained")
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(run.id).run()
+    assert any(e.value.startswith("CANCELLED (exit code 3)") for e in at.error)
+
+
+def test_a_long_job_id_is_shown_whole(app, registry):
+    long_id = "1234567890123456789_4242"
+    run = _run(registry, "array", RunState.RUNNING, job_id=long_id)
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(run.id).run()
+    assert any(c.value.startswith(f"Job {long_id} · ") for c in at.caption)
+
+
+def test_compare_starts_from_the_selected_run_and_names_runs_by_pipeline_and_time(app, registry):
+    a1 = _run(registry, "alpha", RunState.COMPLETED)
+    _run(registry, "beta", RunState.COMPLETED)
+    a2 = _run(registry, "alpha", RunState.COMPLETED)
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(a1.id).run()
+    compare = at.multiselect(key=f"runs.compare.{a1.id}")
+    assert compare.value == [a1.id, a2.id], "the selected run and the newest other run of the same pipeline"
+    assert f"{run_label(a2)} · {a2.id}" in compare.proto.options and run_label(a1).startswith("alpha · ")
+    assert len(at.get("vega_lite_chart")) >= 2  # loss and accuracy of both
+
+
+# --------------------------------------------------------------------------- the editor's guidance
+
+
+def test_template_descriptions_and_a_first_run_guide(app):
+    at = app()
+    [guide] = [e for e in at.expander if e.label == "New here? How the editor works"]
+    assert guide.proto.expanded and any("Valid" in m.value for m in guide.markdown)
+    options = at.selectbox(key="toolbar.template").proto.options
+    assert "lenet5 — LeNet-5 (LeCun 1998) on sklearn digits upscaled to 32×32" in options
+    at.selectbox(key="toolbar.template").set_value("lenet5").run()
+    assert any("runs as shipped on the built-in sklearn:digits" in c.value for c in at.caption)
+    at.selectbox(key="toolbar.template").set_value("alexnet").run()
+    assert any("needs your data: a folder with one sub-folder of images" in c.value for c in at.caption)
+
+
+# --------------------------------------------------------------------------- a real resume
+
+
+@pytest.mark.frameworks
+def test_a_resumed_run_starts_from_the_stopped_runs_checkpoint(app, registry):
+    """mlp with torch on the local executor: run, cancel after a checkpoint, resume; the new run's
+    program reports the step it resumed from (its metrics' start record)."""
+    at = app()
+    at.selectbox(key="toolbar.template").set_value("mlp").run()
+    at.button(key="toolbar.load").click().run()
+    ed = at.session_state["portal.editor"]
+    ed.set_field("training", ("epochs",), 50)
+    ed.set_field("training", ("checkpoint", "every_steps"), 5)
+    at.switch_page("pages/runs.py").run()
+    at.selectbox(key="runs.framework").set_value("torch").run()
+    at.button(key="runs.submit").click().run()
+    [first] = registry.list_runs()
+    wait_until(lambda: last_checkpoint(first.run_dir) is not None, timeout=300, interval=0.5,
+               message=lambda: f"a checkpoint of {first.id}: {registry.log_tail(first.id)}")
+    at.button(key="runs.cancel").click().run()
+
+    def stopped() -> bool:
+        at.run()
+        return registry.get(first.id).is_final
+
+    wait_until(stopped, timeout=120, interval=1.0, message=lambda: f"{first.id}: {registry.get(first.id).state}")
+    ckpt = last_checkpoint(first.run_dir)
+    assert ckpt is not None and _buttons(at)["runs.resume"] == f"Resume from step {ckpt.step:,}"
+    at.button(key="runs.resume").click().run()
+    assert_no_exception(at)
+    resumed = next(r for r in registry.list_runs() if r.id != first.id)
+
+    def started() -> bool:
+        registry.sync_metrics(resumed.id)
+        return any(m.get("event") == "start" for m in registry.metrics(resumed.id))
+
+    wait_until(started, timeout=300, interval=1.0, message=lambda: registry.log_tail(resumed.id))
+    start = next(m for m in registry.metrics(resumed.id) if m.get("event") == "start")
+    assert start["resumed_from_step"] == ckpt.step
+    at.button(key="runs.cancel").click().run()
