@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.runs import default_user
+from cli.runs import ADMIN_HELP
 from core.errors import CommandError
 from core.load import load_spec
 from core.validate import validate
@@ -19,6 +19,7 @@ from core.weights import load_npz, random_canonical
 from schedulers.model_export import export_run_onnx
 from schedulers.runs import RUN_ID_RE, RunRegistry
 from settings import load_settings
+from settings.access import acting_user
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--weights", default=None, help="canonical weights (.npz, keys '<node id>/<name>')")
     p.add_argument("--seed", type=int, default=0, help="for a spec without --weights: seed of the random weights")
     p.add_argument("--out", default="model.onnx", help="the ONNX file to write (default model.onnx)")
-    p.add_argument("--user", default=None, help="owner of the run (default: FLOWTRAIN_USER or the login name)")
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=cmd_export_onnx)
 
 
@@ -43,9 +44,10 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
         else:
             weights, origin = random_canonical(analysis, args.seed), f"random weights (seed {args.seed})"
         path = save_onnx(export_onnx(spec, weights, analysis=analysis), args.out)
-    elif RUN_ID_RE.match(args.source) and not source.suffix:
-        registry = RunRegistry(home=load_settings().home)
-        run = registry.get(args.source, args.user or default_user())
+    elif RUN_ID_RE.fullmatch(args.source) and not source.suffix:
+        settings = load_settings()
+        registry = RunRegistry(home=settings.home)
+        run = registry.get(args.source, acting_user(settings, args.user))
         path, origin = export_run_onnx(run, args.out, weights=args.weights)
         origin = f"run {run.id} ({run.framework}): {origin}"
     else:

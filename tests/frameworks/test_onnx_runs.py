@@ -22,6 +22,7 @@ from core.mapping.base import FRAMEWORKS
 from core.trained import read_trained
 from schedulers.base import RunState
 from schedulers.runs import RunRegistry
+from settings.access import os_user
 
 pytestmark = pytest.mark.frameworks
 
@@ -47,7 +48,7 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
         {"name": "venv", "python": sys.executable,
          "frameworks": {fw: {"version": "3"} for fw in FRAMEWORKS}}]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOWTRAIN_", "SLURM_"))}
-    env.update(FLOWTRAIN_HOME=str(tmp_path / "home"), FLOWTRAIN_ENVIRONMENTS=str(envs), FLOWTRAIN_USER="tester")
+    env.update(FLOWTRAIN_HOME=str(tmp_path / "home"), FLOWTRAIN_ENVIRONMENTS=str(envs))
     return env
 
 
@@ -67,7 +68,7 @@ def test_a_finished_run_has_model_onnx_that_matches_its_trained_model(framework:
     assert "model.onnx written (ONNX opset 17)" in done.stdout  # `run --wait` says so
 
     registry = RunRegistry(home=tmp_path / "home")
-    [run] = registry.list_runs("tester")
+    [run] = registry.list_runs(os_user())
     assert (run.state, run.framework) == (RunState.COMPLETED, framework)
     history = registry.history(run.id)
     assert history[-1].state == "COMPLETED" and history[-1].detail.startswith("model.onnx written")

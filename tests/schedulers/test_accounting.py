@@ -142,17 +142,17 @@ def test_sacct_and_slurmdb_records() -> None:
     assert rest is not None and (rest.state, rest.exit_code, rest.account, rest.qos) == ("COMPLETED", 0, "root", "normal")
 
 
-def test_a_version_1_registry_gains_the_accounting_column(tmp_path: Path) -> None:
+def test_a_version_2_registry_gains_the_accounting_column(tmp_path: Path) -> None:
     reg = RunRegistry(home=tmp_path)
     run = reg.create_run(user="u", spec_json="{}", spec_hash="h", framework="torch", scheduler="slurm")
     reg.close()
     with sqlite3.connect(tmp_path / "flowtrain.db") as db:
         db.execute("ALTER TABLE runs DROP COLUMN accounting")
-        db.execute("PRAGMA user_version = 1")
+        db.execute("PRAGMA user_version = 2")
     again = RunRegistry(home=tmp_path)
     assert again.get(run.id).accounting is None
     with sqlite3.connect(tmp_path / "flowtrain.db") as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 # --- the real database ---------------------------------------------------------------------------

@@ -147,7 +147,8 @@ PRAGMA user_version = 1;
 
 
 def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
-    """A version-1 file (what FlowTrain wrote before data_source was recorded) is migrated in place."""
+    """A version-1 file (what FlowTrain wrote before data_source and accounting were recorded) is
+    migrated in place, one version at a time."""
     home = tmp_path / "home"
     (home / "runs" / "old-run").mkdir(parents=True)
     conn = sqlite3.connect(home / "flowtrain.db")
@@ -158,9 +159,10 @@ def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     reg = RunRegistry(home=home)
-    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     old = reg.get("old-run", "alice")
-    assert (old.name, old.state.value, old.data_source) == ("old", "COMPLETED", "/data/alice/t.csv")
+    assert (old.name, old.state.value, old.data_source, old.accounting) == ("old", "COMPLETED", "/data/alice/t.csv",
+                                                                            None)
     new = reg.get(new_run(reg))
     assert new.data_source == "/data/alice/t.csv"
     assert [r.id for r in reg.list_runs("alice")] == [new.id, "old-run"]
