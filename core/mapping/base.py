@@ -26,6 +26,7 @@ from typing import Any
 from core.errors import Problem
 from core.frameworks import FRAMEWORKS
 from core.ops import REGISTRY as OPS
+from core.ops.per_op import PerOpRegistry
 from core.validate import Analysis, NodeInfo
 
 
@@ -144,7 +145,7 @@ class Unsupported(Exception):
     """The mapper cannot express the graph: an op without a converter, or no Input/Output node."""
 
 
-class ConverterRegistry:
+class ConverterRegistry(PerOpRegistry[Converter]):
     """One converter per op for one framework; a second registration for an op raises.
 
     A converter expresses every valid configuration of its op: what a framework cannot do
@@ -153,28 +154,16 @@ class ConverterRegistry:
     """
 
     def __init__(self, framework: str) -> None:
+        super().__init__(framework, "a converter")
         self.framework = framework
-        self.converters: dict[str, Converter] = {}
 
-    def register(self, *ops: str) -> Callable[[Converter], Converter]:
-        def decorate(fn: Converter) -> Converter:
-            for op in ops:
-                if op not in OPS:
-                    raise ValueError(f"{self.framework}: cannot register a converter for unknown op {op!r}")
-                if op in self.converters:
-                    raise ValueError(f"{self.framework}: op {op!r} already has a converter "
-                                     f"({self.converters[op].__module__}.{self.converters[op].__qualname__})")
-                self.converters[op] = fn
-            return fn
-
-        return decorate
-
-    def supports(self, op: str) -> bool:
-        return op in self.converters
+    @property
+    def converters(self) -> dict[str, Converter]:
+        return self.functions
 
     def get(self, op: str, node_id: str) -> Converter:
         try:
-            return self.converters[op]
+            return self.functions[op]
         except KeyError:
             raise Unsupported(f"{self.framework} has no converter for op {op} (node {node_id})") from None
 

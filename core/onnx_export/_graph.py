@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from core.ops import REGISTRY as OPS
+from core.ops.per_op import PerOpRegistry
 from core.validate import Analysis, NodeInfo
 
 GRAPH_INPUT, GRAPH_OUTPUT = "input", "output"  # the graph's tensor names (reserved: no node takes them)
@@ -112,30 +112,18 @@ class ExportContext:
 Exporter = Callable[[ExportContext], str]
 
 
-class ExporterRegistry:
+class ExporterRegistry(PerOpRegistry[Exporter]):
     """One ONNX exporter per op; a second registration for an op, or one for an unknown op, raises."""
 
     def __init__(self) -> None:
-        self.exporters: dict[str, Exporter] = {}
+        super().__init__("onnx", "an exporter")
 
-    def register(self, *ops: str) -> Callable[[Exporter], Exporter]:
-        def decorate(fn: Exporter) -> Exporter:
-            for op in ops:
-                if op not in OPS:
-                    raise ValueError(f"onnx: cannot register an exporter for unknown op {op!r}")
-                if op in self.exporters:
-                    raise ValueError(f"onnx: op {op!r} already has an exporter "
-                                     f"({self.exporters[op].__module__}.{self.exporters[op].__qualname__})")
-                self.exporters[op] = fn
-            return fn
-
-        return decorate
-
-    def supports(self, op: str) -> bool:
-        return op in self.exporters
+    @property
+    def exporters(self) -> dict[str, Exporter]:
+        return self.functions
 
     def get(self, op: str) -> Exporter:
-        return self.exporters[op]
+        return self.functions[op]
 
 
 EXPORTERS = ExporterRegistry()
