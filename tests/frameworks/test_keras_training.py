@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -208,14 +209,30 @@ sys.exit(code)
 
 
 @pytest.mark.ddp
+def _free_port_pair() -> int:
+    """A port p with p and p + 1 both free on loopback right now (the two workers' gRPC servers)."""
+    for _ in range(200):
+        base = random.randint(20_000, 60_000)
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + 1))
+            except OSError:
+                continue
+            return base
+    raise AssertionError("no two consecutive free ports on loopback")
+
+
 def test_two_workers_end_with_identical_weights(tmp_path: Path) -> None:
     """MultiWorkerMirroredStrategy from Slurm's variables (srun --ntasks 2 on one node), on CPU."""
     folder = program(small_spec(epochs=1), tmp_path / "ddp")
     (folder / "driver.py").write_text(DRIVER)
-    job = str(random.randint(1, 19_000))  # spreads the port base of concurrent test runs
+    job = str(random.randint(1, 19_000))
+    master_port = str(_free_port_pair() - 1)  # worker r listens on MASTER_PORT + 1 + r, as in the job script
     procs = []
     for rank in (0, 1):
-        env = {**os.environ, "SLURM_JOB_ID": job, "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2",
+        env = {**os.environ, "MASTER_PORT": master_port, "SLURM_JOB_ID": job,
+               "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2",
                "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_TASKS_PER_NODE": "2",
                "SLURM_NTASKS_PER_NODE": "2"}
         procs.append(subprocess.Popen([PYTHON, "driver.py", str(tmp_path / f"w{rank}.npz"), "--max-steps", "12"],
