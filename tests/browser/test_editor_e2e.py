@@ -11,7 +11,7 @@ import time
 import pytest
 
 from core import zoo
-from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, USER_HEADER
+from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, PROXY_SECRET, SECRET_HEADER, USER_HEADER
 from tests.browser.ui import (
     CANVAS,
     RUN_COUNTER,
@@ -38,7 +38,9 @@ STAYS_S = 5.0
 
 
 def _page(browser, user: str = "carol"):
-    context = browser.new_context(viewport=VIEWPORT, extra_http_headers={USER_HEADER: user})
+    # as the sign-in proxy sends it: the user and the proxy's secret (tests/browser/conftest.py)
+    headers = {USER_HEADER: user, SECRET_HEADER: PROXY_SECRET}
+    context = browser.new_context(viewport=VIEWPORT, extra_http_headers=headers)
     context.add_init_script(RUN_COUNTER)
     page = context.new_page()
     OPEN_PAGES.append(page)
