@@ -110,11 +110,14 @@ def test_an_import_error_stays_until_dismissed_and_a_label_is_text(portal, brows
     message = re.compile(r"^Could not import broken\.json")
     wait_text(page, message)
     shown_at = time.monotonic()
-    # reruns the user causes elsewhere (and the canvas' own) leave it there, for more than 5 s
-    size = 32
+    # reruns the user causes elsewhere (and the canvas' own) leave it there, for more than 5 s: the
+    # batch size's + and - buttons, each click a real change and a rerun that ends settled
+    batch = page.locator('[data-testid="stNumberInput"]').filter(has=page.get_by_text("Batch size", exact=True))
+    step = ("stNumberInputStepUp", "stNumberInputStepDown")
+    clicks = 0
     while time.monotonic() - shown_at < STAYS_S:
-        size = 96 - size  # 32, 64, 32, …: each a real change, each a rerun that ends settled
-        set_number(page, "Batch size", size)
+        act(page, batch.get_by_test_id(step[clicks % 2]).click)
+        clicks += 1
     wait_text(page, message)
     assert time.monotonic() - shown_at >= STAYS_S
     shot(page, ARTIFACTS, "12-import-error-after-5s")
