@@ -279,6 +279,11 @@ def size_mb(text: str) -> float | None:
     return float(m.group(1)) * {"": 1 / 1024 / 1024, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
 
 
+# What sacct and slurmrestd show as a finished job's QoS until slurmdbd has resolved the record's QoS
+# id: the record is not complete yet, so it is not taken (and not kept) until it is.
+UNRESOLVED_QOS = "Unknown"
+
+
 def accounting_from_sacct(text: str, job_id: str) -> JobAccounting | None:
     """``sacct -P -o <ACCOUNTING_FIELDS>`` for one job → its record, the largest MaxRSS of its steps
     included; ``None`` while the job has not ended in the database."""
@@ -290,6 +295,8 @@ def accounting_from_sacct(text: str, job_id: str) -> JobAccounting | None:
     job = next((r for r in rows if r.get("JobID") == job_id), None)
     if job is None or not map_job_state(job.get("State", "")).is_final:
         return None
+    if job.get("QOS") == UNRESOLVED_QOS:
+        return None  # slurmdbd is still completing the record (seen for ~2 s after the end on 22.05)
     try:
         exit_code, sig = parse_exit_pair(job.get("ExitCode", ""))
     except ValueError:

@@ -47,6 +47,7 @@ from schedulers.base import JobAccounting, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 from schedulers.slurm.commands import (
     DEFAULT_TIMEOUT_S,
+    UNRESOLVED_QOS,
     SlurmCommands,
     SlurmJob,
     _final_codes,
@@ -269,7 +270,7 @@ def accounting_from_slurmdb_json(job: Mapping[str, Any]) -> JobAccounting | None
     """One element of ``GET /slurmdb/v0.0.38/job/{id}``'s ``jobs`` → its accounting record (largest
     ``mem`` of the steps' per-task maxima as max RSS); ``None`` while the job has not ended."""
     record = job_from_slurmdb_json(job)
-    if not record.state.is_final:
+    if not record.state.is_final or job.get("qos") == UNRESOLVED_QOS:
         return None
     times = job.get("time") or {}
     total = times.get("total") or {}
