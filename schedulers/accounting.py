@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from schedulers.base import Resources, SchedulerError
-from schedulers.slurm.commands import SlurmCommands, parse_scontrol_line
+from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.parsing import parse_scontrol_line
 
 ASSOC_FIELDS = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS", "MaxTRES", "MaxWall",
                 "MaxTRESPerNode")

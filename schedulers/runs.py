@@ -41,11 +41,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_completed_runs
 from schedulers.registry_db import (
@@ -69,6 +67,18 @@ from schedulers.run_files import (
     read_result,
     tail_file,
 )
+from schedulers.run_records import (
+    ReconcileReport,
+    RegistryError,
+    Run,
+    RunNotFound,
+    StateChange,
+    as_float,
+    as_int,
+    as_str,
+    run_from_row,
+    state_detail,
+)
 from settings import flowtrain_home
 
 __all__ = [
@@ -87,14 +97,6 @@ _LIST_COLUMNS = (
 )
 
 
-class RunNotFound(FlowTrainError):
-    exit_code = 2
-
-
-class RegistryError(FlowTrainError):
-    """The registry cannot be read or written; the message names the database file or run directory."""
-
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -109,74 +111,6 @@ def _guarded(fn: _F) -> _F:
             raise RegistryError(sqlite_words(self.db_path, exc)) from exc
 
     return wrapper  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class StateChange:
-    run_id: str
-    state: str
-    time: float
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Run:
-    id: str
-    user: str
-    name: str
-    spec_hash: str
-    framework: str
-    scheduler: str
-    partition: str | None
-    environment: str | None
-    job_id: str | None
-    state: RunState
-    exit_code: int | None
-    signal: int | None
-    reason: str
-    restarts: int
-    created: float
-    submitted: float | None
-    started: float | None
-    ended: float | None
-    run_dir: Path
-    selection: dict[str, Any] | None = None
-    log_tail: str | None = None
-    metrics_count: int = 0
-    data_source: str | None = None  # the data source pinned at submission
-    spec_json: str | None = None  # only filled by RunRegistry.get
-    accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
-
-    @property
-    def is_final(self) -> bool:
-        return self.state in FINAL_STATES
-
-    @property
-    def duration(self) -> float | None:
-        if self.started is None:
-            return None
-        return (self.ended or time.time()) - self.started
-
-    def spec(self) -> Any:
-        """The spec as a :class:`core.spec.PipelineSpec` (needs a run loaded with ``get``)."""
-        from core.load import spec_from_json
-
-        if self.spec_json is None:
-            raise RegistryError(f"run {self.id} was loaded without its spec; load it with RunRegistry.get")
-        return spec_from_json(self.spec_json, source=f"run {self.id}")
-
-    def to_dict(self) -> dict[str, Any]:
-        doc = {k: v for k, v in asdict(self).items() if k != "spec_json"}
-        doc["state"] = self.state.value
-        doc["run_dir"] = str(self.run_dir)
-        return doc
-
-
-@dataclass
-class ReconcileReport:
-    changes: list[StateChange] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # one line per scheduler that could not be asked
-    checked: int = 0
 
 
 # --------------------------------------------------------------------------- the registry
@@ -381,7 +315,7 @@ class RunRegistry:
                 return None
             if old_state in {s.value for s in FINAL_STATES} and status.state == RunState.UNKNOWN:
                 return None  # the scheduler forgot a finished job; the registry keeps what it saw
-            detail = _detail(status, restarted)
+            detail = state_detail(status, restarted)
             sets = {"state": new_state, "reason": status.reason, "restarts": max(status.restarts, old_restarts)}
             if status.state == RunState.RUNNING and row["started"] is None:
                 sets["started"] = started or now
@@ -418,7 +352,7 @@ class RunRegistry:
     @_guarded
     def get(self, run_id: str, user: str | None = None) -> Run:
         """One run with its spec; ``user`` given: only that user's run (others are "not found")."""
-        return _run(self._require(self._conn(), run_id, user), with_spec=True)
+        return run_from_row(self._require(self._conn(), run_id, user), with_spec=True)
 
     @_guarded
     def list_runs(
@@ -445,7 +379,7 @@ class RunRegistry:
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params.extend([int(limit), int(offset)])
-        return [_run(r) for r in self._conn().execute(sql, params)]
+        return [run_from_row(r) for r in self._conn().execute(sql, params)]
 
     @_guarded
     def active_runs(self, user: str | None = None) -> list[Run]:
@@ -454,7 +388,7 @@ class RunRegistry:
         if user is not None:
             sql += " AND user=?"
             params.append(user)
-        return [_run(r) for r in self._conn().execute(sql + " ORDER BY created", params)]
+        return [run_from_row(r) for r in self._conn().execute(sql + " ORDER BY created", params)]
 
     @_guarded
     def history(self, run_id: str) -> list[StateChange]:
@@ -487,7 +421,7 @@ class RunRegistry:
                 count = 0
             db.executemany(
                 "INSERT INTO metrics (run_id, seq, event, step, epoch, time, record) VALUES (?,?,?,?,?,?,?)",
-                [(run_id, count + i, _s(r.get("event")), _i(r.get("step")), _i(r.get("epoch")), _f(r.get("time")),
+                [(run_id, count + i, as_str(r.get("event")), as_int(r.get("step")), as_int(r.get("epoch")), as_float(r.get("time")),
                   json.dumps(r)) for i, r in enumerate(chunk.records)],
             )
             db.execute("UPDATE runs SET metrics_offset=?, metrics_count=? WHERE id=?",
@@ -649,37 +583,6 @@ class RunRegistry:
 # --------------------------------------------------------------------------- helpers
 
 
-def _detail(status: JobStatus, restarted: bool) -> str:
-    parts = []
-    if restarted:
-        parts.append(f"requeued (restart {status.restarts})")
-    if status.state in FINAL_STATES:
-        if status.signal is not None:
-            parts.append(f"signal {status.signal}")
-        elif status.exit_code is not None:
-            parts.append(f"exit code {status.exit_code}")
-    if status.reason:
-        parts.append(status.reason)
-    if status.nodes and status.state == RunState.RUNNING:
-        parts.append(f"on {status.nodes}")
-    return "; ".join(parts)
-
-
-def _run(row: sqlite3.Row, with_spec: bool = False) -> Run:
-    keys = row.keys()
-    return Run(
-        id=row["id"], user=row["user"], name=row["name"], spec_hash=row["spec_hash"], framework=row["framework"],
-        scheduler=row["scheduler"], partition=row["partition"], environment=row["environment"],
-        job_id=row["job_id"], state=RunState(row["state"]), exit_code=row["exit_code"], signal=row["signal"],
-        reason=row["reason"], restarts=row["restarts"], created=row["created"], submitted=row["submitted"],
-        started=row["started"], ended=row["ended"], run_dir=Path(row["run_dir"]),
-        selection=json.loads(row["selection"]) if row["selection"] else None, log_tail=row["log_tail"],
-        metrics_count=row["metrics_count"], data_source=row["data_source"],
-        spec_json=row["spec"] if with_spec and "spec" in keys else None,
-        accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
-    )
-
-
 def _check_user(user: str) -> None:
     if not isinstance(user, str) or not USER_RE.fullmatch(user):
         raise RegistryError(f"user name {user!r} is invalid; expected 1-64 letters, digits or '_.@-'")
@@ -691,15 +594,3 @@ def _source_of(spec_json: str) -> str | None:
     except (ValueError, AttributeError):
         return None
     return source if isinstance(source, str) else None
-
-
-def _s(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _i(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _f(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -17,10 +17,10 @@ from typing import Any
 import psutil
 
 from schedulers.base import RunState
-from schedulers.slurm.commands import (
+from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.parsing import (
     NO_LIMITS,
     PartitionLimits,
-    SlurmCommands,
     SlurmNode,
     SlurmPartition,
     job_from_squeue_json,

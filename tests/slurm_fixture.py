@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.slurm.commands import SlurmCommands, parse_scontrol_line
+from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.parsing import parse_scontrol_line
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]

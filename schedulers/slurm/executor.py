@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from schedulers.base import JobAccounting, JobRequest, JobStatus, RunState, SchedulerError
-from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmJob
+from schedulers.slurm.commands import DEFAULT_TIMEOUT_S
+from schedulers.slurm.parsing import SlurmJob
 from schedulers.slurm.pyslurm_transport import choose_transport
 from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
 from schedulers.slurm.transport import SlurmTransport

@@ -40,16 +40,8 @@ from typing import Any, TypeVar
 
 from schedulers.base import JobAccounting, SchedulerError
 from schedulers.jobenv import job_environment
-from schedulers.slurm.commands import (
-    DEFAULT_TIMEOUT_S,
-    START_HINT,
-    SlurmCommands,
-    SlurmJob,
-    _final_codes,
-    _null,
-    _validate_job_id,
-    map_job_state,
-)
+from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, START_HINT, SlurmCommands, _validate_job_id
+from schedulers.slurm.parsing import SlurmJob, _final_codes, _null, map_job_state
 from schedulers.slurm.transport import SlurmTransport
 from settings import SLURM_TRANSPORTS, SlurmSettings, slurm_settings
 from settings.config import TRANSPORT_ENV

@@ -45,17 +45,8 @@ from typing import Any
 
 from schedulers.base import JobAccounting, RunState, SchedulerError
 from schedulers.jobenv import job_environment
-from schedulers.slurm.commands import (
-    DEFAULT_TIMEOUT_S,
-    UNRESOLVED_QOS,
-    SlurmCommands,
-    SlurmJob,
-    _final_codes,
-    _null,
-    _validate_job_id,
-    job_from_squeue_json,
-    map_job_state,
-)
+from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmCommands, _validate_job_id
+from schedulers.slurm.parsing import UNRESOLVED_QOS, SlurmJob, _final_codes, _null, job_from_squeue_json, map_job_state
 
 API = "v0.0.38"
 DB_API = "dbv0.0.38"

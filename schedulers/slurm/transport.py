@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from schedulers.base import JobAccounting
-from schedulers.slurm.commands import SlurmJob
+from schedulers.slurm.parsing import SlurmJob
 
 
 @runtime_checkable

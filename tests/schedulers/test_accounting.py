@@ -33,8 +33,8 @@ from schedulers.base import JobRequest, Resources, RunState, SchedulerError
 from schedulers.discovery import EnvironmentReport
 from schedulers.launch import Executors, accounting_for, plan
 from schedulers.runs import RunRegistry
-from schedulers.slurm.commands import accounting_from_sacct
 from schedulers.slurm.executor import SlurmExecutor
+from schedulers.slurm.parsing import accounting_from_sacct
 from schedulers.slurm.rest_transport import SlurmRestTransport, accounting_from_slurmdb_json
 from schedulers.slurm.sbatch import render_sbatch
 from settings.access import os_user

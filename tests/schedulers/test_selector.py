@@ -26,7 +26,7 @@ from core.spec import PipelineSpec
 from core.validate import Analysis, validate
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
 from schedulers.selector import NoFeasibleTarget, select
-from schedulers.slurm.commands import partitions_from_scontrol
+from schedulers.slurm.parsing import partitions_from_scontrol
 from schedulers.utilisation import local_utilisation, utilisation_from_outputs
 from settings.environments import Environment, FrameworkOverride
 from tests.helpers import wait_until

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from schedulers.base import RunState, SchedulerError
-from schedulers.slurm.commands import (
-    SlurmCommands,
+from schedulers.slurm.commands import SlurmCommands
+from schedulers.slurm.parsing import (
     count_gres,
     decode_wait_status,
     job_from_scontrol,

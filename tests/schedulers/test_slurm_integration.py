@@ -26,8 +26,9 @@ import pytest
 
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.jobenv import allowed
-from schedulers.slurm.commands import SlurmCommands, SlurmJob
+from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.executor import SlurmExecutor
+from schedulers.slurm.parsing import SlurmJob
 from schedulers.slurm.rest_transport import SlurmRestTransport
 from schedulers.slurm.transport import SlurmTransport
 from schedulers.utilisation import PartitionUtilisation, slurm_utilisation

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.slurm.commands import partitions_from_scontrol
+from schedulers.slurm.parsing import partitions_from_scontrol
 from schedulers.utilisation import local_utilisation, utilisation_from_outputs
 
 DATA = Path(__file__).parent / "data"
