@@ -17,17 +17,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from schedulers.run_files import ONNX_NAME
+from schedulers.run_records import Run, StateChange
 
 if TYPE_CHECKING:
     import numpy as np
 
     from core.trained import Trained
-    from schedulers.runs import Run, RunRegistry
 
-ONNX_NAME = "model.onnx"
-ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
 EXPORT_TIMEOUT_S = 600.0
+
+
+class RunBook(Protocol):
+    """What the export needs of the run registry (:class:`schedulers.runs.RunRegistry` is one):
+    named here so this module does not import the registry that calls it."""
+
+    def get(self, run_id: str, user: str | None = None) -> Run: ...
+
+    def add_event(self, run_id: str, detail: str) -> None: ...
+
+    def history(self, run_id: str) -> list[StateChange]: ...
 
 
 def export_run_onnx(run: Run, out: str | Path, *, weights: str | Path | None = None,
@@ -47,7 +58,7 @@ def export_run_onnx(run: Run, out: str | Path, *, weights: str | Path | None = N
     return _write(run, trained.weights, out), trained.saved_model
 
 
-def export_completed_runs(registry: RunRegistry, run_ids: Sequence[str]) -> list[str]:
+def export_completed_runs(registry: RunBook, run_ids: Sequence[str]) -> list[str]:
     """Write ``<run dir>/model.onnx`` for runs just recorded COMPLETED; the history lines added.
 
     The final models are read back with one subprocess per interpreter and framework (for runs
@@ -81,7 +92,7 @@ def _write(run: Run, weights: Mapping[str, np.ndarray], out: str | Path) -> Path
     return save_onnx(export_onnx(run.spec(), weights), out)
 
 
-def _record(registry: RunRegistry, run: Run, trained: Trained | Exception) -> str:
+def _record(registry: RunBook, run: Run, trained: Trained | Exception) -> str:
     """Export one run from its trained weights (or the error reading them) and add the history line."""
     try:
         if isinstance(trained, Exception):
@@ -97,7 +108,7 @@ def _record(registry: RunRegistry, run: Run, trained: Trained | Exception) -> st
     return detail
 
 
-def export_note(registry: RunRegistry, run_id: str) -> str | None:
+def export_note(registry: RunBook, run_id: str) -> str | None:
     """The run's last history line about its ``model.onnx`` (written, or why not), if any."""
     notes = [h.detail for h in registry.history(run_id) if ONNX_NAME in h.detail]
     return notes[-1] if notes else None

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from schedulers.model_export import ONNX_MODEL_FILES
-
+ONNX_NAME = "model.onnx"  # FlowTrain's export of a completed run (schedulers/model_export.py)
+ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
 CODE_FILES = {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"}
 
 
