@@ -46,7 +46,15 @@ from typing import Any
 from schedulers.base import JobAccounting, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmCommands, _validate_job_id
-from schedulers.slurm.parsing import UNRESOLVED_QOS, SlurmJob, _final_codes, _null, job_from_squeue_json, map_job_state
+from schedulers.slurm.parsing import (
+    UNRESOLVED_QOS,
+    SlurmJob,
+    _final_codes,
+    _null,
+    job_from_squeue_json,
+    jobs_from_squeue_json,
+    map_job_state,
+)
 
 API = "v0.0.38"
 DB_API = "dbv0.0.38"
@@ -171,7 +179,7 @@ def sbatch_options(script_text: str) -> list[tuple[str, str | None]]:
 
 _KNOWN_OPTIONS = frozenset({
     "requeue", "no-requeue", "job-name", "nodes", "ntasks-per-node", "cpus-per-task", "gres", "mem", "time",
-    "partition", "account", "qos", "chdir", "output", "error", "signal",
+    "partition", "account", "qos", "chdir", "output", "error", "signal", "array",
 })
 
 
@@ -212,6 +220,8 @@ def job_properties(script_text: str, environment: Mapping[str, str]) -> dict[str
             job[name] = value
         elif name == "chdir":
             job["current_working_directory"] = value
+        elif name == "array":  # a sweep's job array: "0-5%2"
+            job["array"] = value
         elif name == "output":
             job["standard_output"] = value
         elif name == "error":
@@ -376,7 +386,7 @@ class SlurmRestTransport:
 
     def squeue_jobs(self) -> dict[str, SlurmJob]:
         doc = self.request("GET", f"/slurm/{API}/jobs")
-        return {j.job_id: j for j in map(job_from_squeue_json, doc.get("jobs", []))}
+        return jobs_from_squeue_json(doc.get("jobs", []))
 
     def show_job(self, job_id: str) -> SlurmJob | None:
         doc = self.request("GET", f"/slurm/{API}/job/{_validate_job_id(job_id)}",
