@@ -280,12 +280,13 @@ def expand_sweep(spec: PipelineSpec, sweep: SweepSpec) -> SweepPlan:
     """Every point as a validated spec; :class:`SpecError` with every problem of the sweep (its paths,
     its budget, each variant's spec) at once."""
     problems = _method_problems(sweep)
+    expandable = not problems  # a grid over budget or with ranges, or random without samples: no points
     bad_paths = {path: p for path in sweep.parameters if (p := _path_problem(path, spec)) is not None}
     problems += [*bad_paths.values(), *_metric_problems(spec, sweep.metric)]
     points: list[SweepPoint] = []
     seen: dict[tuple[str, str, str | None], list[int]] = {}
     found: dict[tuple[str, str, str | None], Problem] = {}
-    for index, values in enumerate(point_values(sweep)):
+    for index, values in enumerate(point_values(sweep) if expandable else []):
         try:  # the valid paths are still checked when others are not, so every problem shows at once
             variant = spec_from_dict(variant_doc(spec, {k: v for k, v in values.items() if k not in bad_paths}))
         except SpecError as exc:
