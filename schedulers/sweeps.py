@@ -152,7 +152,7 @@ def cancel_sweep(registry: RunRegistry, sweep_id: str, executors: Mapping[str, E
         if not isinstance(executor, ArrayExecutor):
             raise SchedulerError(f"sweep {sweep.id} runs on scheduler {sweep.scheduler!r}, which cannot cancel it "
                                  "here (not configured)")
-        executor.cancel_array(ArraySubmission(sweep.job_id, tuple(r.job_id for r in runs if r.job_id)))
+        executor.cancel_array(ArraySubmission(sweep.job_id, tuple(r.job_id for r in submitted if r.job_id)))
         for run in submitted:
             registry.add_event(run.id, f"cancel of sweep {sweep.id} requested{who}")
         registry.reconcile(executors, run_ids=[r.id for r in submitted], metrics=False)
