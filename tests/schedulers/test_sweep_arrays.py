@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.base import ArrayExecutor, ArraySubmission, JobRequest, Resources, RunState
+from schedulers.base import ArrayExecutor, ArraySubmission, JobRequest, Resources, RunState, SchedulerError
 from schedulers.local import LocalExecutor
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.parsing import array_task_ids, jobs_from_squeue_json
+from schedulers.slurm.pyslurm_transport import PyslurmTransport
 from schedulers.slurm.rest_transport import job_properties
 from schedulers.slurm.sbatch import JobArray, render_sbatch
 from tests.helpers import wait_until
@@ -107,3 +108,14 @@ def test_local_group_runs_at_most_k_at_once_and_cancels_together(tmp_path: Path)
     wait_until(lambda: all(s.state == RunState.CANCELLED for s in executor.statuses(group.task_ids).values()),
                timeout=60, message=lambda: str(executor.statuses(group.task_ids)))
     assert all(executor.job(t).started is None for t in group.task_ids[2:])  # the pending ones never started
+
+
+def test_the_pyslurm_transport_refuses_arrays_with_the_fix(tmp_path: Path) -> None:
+    """pyslurm addresses jobs by number and cannot follow <array>_<task>: the executor says so before
+    submitting anything (the transport is built without libslurm here; the refusal needs none)."""
+    executor = SlurmExecutor(commands=object.__new__(PyslurmTransport))
+    dirs = array_dirs(tmp_path, 2)
+    requests = [JobRequest(run_dir=d, name="s", framework="torch") for d in dirs]
+    with pytest.raises(SchedulerError, match="FLOWTRAIN_SLURM_TRANSPORT=commands or rest"):
+        executor.submit_array(requests, 1, tmp_path)
+    assert not (tmp_path / "job.sbatch").exists()
