@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TextIO
 
 from cli.runs import (
     ADMIN_HELP,
@@ -70,26 +71,26 @@ def sweep_doc(registry: RunRegistry, sweep: Sweep) -> dict[str, object]:
     return doc
 
 
-def show_sweep(registry: RunRegistry, sweep: Sweep, as_json: bool, out: object = None) -> None:
+def show_sweep(registry: RunRegistry, sweep: Sweep, as_json: bool, out: TextIO | None = None) -> None:
     """The sweep's points as a table sorted by its metric, the best one marked ``*``."""
     stream = out or sys.stdout
     if as_json:
-        print(json.dumps(sweep_doc(registry, sweep), indent=2), file=stream)  # type: ignore[arg-type]
+        print(json.dumps(sweep_doc(registry, sweep), indent=2), file=stream)
         return
     rows = ranked_points(registry, sweep)
     counts = ", ".join(f"{n} {state}" for state, n in sweep_counts([r.run for r in rows]).items())
     print(f"sweep {sweep.id} ({sweep.name}) by {sweep.user}: {len(rows)} points on {sweep.scheduler}, "
           f"{'job array' if sweep.scheduler == 'slurm' else 'local group'} {sweep.job_id or '-'}, at most "
-          f"{sweep.parallelism} at once; {counts}", file=stream)  # type: ignore[arg-type]
+          f"{sweep.parallelism} at once; {counts}", file=stream)
     paths = sweep.paths
     table = [("*" if r.best else "", str(r.point), *(_value(r.values[p]) for p in paths), r.run.state.value,
               _num(r.score), r.run.id) for r in rows]
     header = ("BEST", "POINT", *paths, "STATE", f"{sweep.metric} ({sweep.goal})", "RUN")
-    print(_table(table, header), file=stream)  # type: ignore[arg-type]
+    print(_table(table, header), file=stream)
     best = next((r for r in rows if r.best), None)
     if best is not None:
         print(f"best: point {best.point} ({', '.join(f'{p}={_value(best.values[p])}' for p in paths)}) with "
-              f"{sweep.metric} {best.score:.4g}, run {best.run.id}", file=stream)  # type: ignore[arg-type]
+              f"{sweep.metric} {best.score:.4g}, run {best.run.id}", file=stream)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -123,7 +123,8 @@ def sweep_from_dict(doc: Any, source: str = "sweep") -> SweepSpec:
 def load_sweep(path: str | Path) -> SweepSpec:
     p = Path(path)
     try:
-        data = p.read_bytes()[: MAX_SWEEP_BYTES + 1]
+        with p.open("rb") as fh:  # at most one byte past the limit: a FIFO or /dev/zero has no size
+            data = fh.read(MAX_SWEEP_BYTES + 1)
     except FileNotFoundError:
         raise CommandError(f"{p}: no such file; pass the path of a sweep (JSON), see docs/sweeps.md") from None
     except (IsADirectoryError, PermissionError) as exc:
