@@ -48,15 +48,15 @@ def write(tmp_path: Path, name: str, doc: dict[str, Any]) -> Path:
     return path
 
 
-def check_completed_sweep(home: Path, env: dict[str, str], out_json: str) -> dict[str, Any]:
+def check_completed_sweep(home: Path, env: dict[str, str], out_json: str, n: int = 6) -> dict[str, Any]:
     """Every point a COMPLETED run with its own metrics and result; the table sorted by the metric with
     the best point marked; `runs` lists the points with their sweep."""
     doc = json.loads(out_json)
     reg = RunRegistry(home=home)
     runs = reg.sweep_runs(doc["id"])
-    assert [r.sweep_point for r in runs] == list(range(6)) and all(r.sweep_id == doc["id"] for r in runs)
-    assert [r.state for r in runs] == [RunState.COMPLETED] * 6
-    assert [r.run_dir.name for r in runs] == [f"{doc['id']}-{i}" for i in range(6)]
+    assert [r.sweep_point for r in runs] == list(range(n)) and all(r.sweep_id == doc["id"] for r in runs)
+    assert [r.state for r in runs] == [RunState.COMPLETED] * n
+    assert [r.run_dir.name for r in runs] == [f"{doc['id']}-{i}" for i in range(n)]
     for run in runs:
         events = [m["event"] for m in reg.metrics(run.id)]
         assert events[0] == "start" and events[-1] == "end" and "train" in events
@@ -73,9 +73,9 @@ def check_completed_sweep(home: Path, env: dict[str, str], out_json: str) -> dic
         assert spec.training.optimizer.lr == p["values"]["training.optimizer.lr"]
         assert spec.node("dropout1").params["p"] == p["values"]["nodes.dropout1.p"]
     listed = flowtrain(env, "runs")
-    assert listed.returncode == 0 and listed.stdout.count(f"{doc['id']} #") == 6
+    assert listed.returncode == 0 and listed.stdout.count(f"{doc['id']} #") == n
     sweeps = flowtrain(env, "sweeps")
-    assert sweeps.returncode == 0 and doc["id"] in sweeps.stdout and "6 COMPLETED" in sweeps.stdout
+    assert sweeps.returncode == 0 and doc["id"] in sweeps.stdout and f"{n} COMPLETED" in sweeps.stdout
     table = flowtrain(env, "status", doc["id"])
     assert table.returncode == 0 and f"best: point {best['point']}" in table.stdout
     return doc
@@ -84,11 +84,13 @@ def check_completed_sweep(home: Path, env: dict[str, str], out_json: str) -> dic
 @pytest.mark.frameworks
 def test_local_sweep_runs_every_point_at_most_k_at_once(home: Path, tmp_path: Path) -> None:
     env = cli_env(home, tmp_path)
-    sweep = write(tmp_path, "sweep.json", {**GRID, "parallelism": 2})
-    out = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", MLP)), "--sweep", str(sweep), "--scheduler",
-                    "local", "--wait", "--max-steps", "4", "--json", timeout=600)
+    grid = {**GRID, "parameters": {"training.optimizer.lr": [0.0001, 0.1], "nodes.dropout1.p": [0.0, 0.5]},
+            "max_points": 4, "parallelism": 2}
+    out = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", MLP)), "--sweep",
+                    str(write(tmp_path, "sweep.json", grid)), "--scheduler", "local", "--wait", "--max-steps", "4",
+                    "--json", timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
-    doc = check_completed_sweep(home, env, out.stdout)
+    doc = check_completed_sweep(home, env, out.stdout, n=4)
     runs = RunRegistry(home=home).sweep_runs(doc["id"])
     # never more than 2 running at once: at every start, fewer than 2 others had started and not ended
     for run in runs:
