@@ -4,6 +4,7 @@ as squeue and slurmrestd list them, the REST transport's --array, and the local 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from schedulers.slurm.rest_transport import job_properties
 from schedulers.slurm.sbatch import JobArray, render_sbatch
 from tests.helpers import wait_until
 from tests.schedulers.test_interfaces import assert_implements
+from tests.schedulers.test_slurm_integration import make_transport
+from tests.slurm_fixture import DevCluster
 
 
 def array_dirs(parent: Path, n: int) -> tuple[Path, ...]:
@@ -119,3 +122,40 @@ def test_the_pyslurm_transport_refuses_arrays_with_the_fix(tmp_path: Path) -> No
     with pytest.raises(SchedulerError, match="FLOWTRAIN_SLURM_TRANSPORT=commands or rest"):
         executor.submit_array(requests, 1, tmp_path)
     assert not (tmp_path / "job.sbatch").exists()
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("kind", ["commands", pytest.param("rest", marks=pytest.mark.slurmrestd)])
+def test_an_array_runs_and_cancels_through_each_transport(tmp_path: Path, slurm_cluster: DevCluster,
+                                                          kind: str) -> None:
+    """Through Slurm's commands and through slurmrestd: one array whose tasks each run in their own run
+    directory and are followed by ``<array>_<task>``; then one whose cancel ends every task at once."""
+    executor = SlurmExecutor(slurm_conf=slurm_cluster.slurm_conf, python=sys.executable,
+                             commands=make_transport(kind, slurm_cluster))
+    dirs = array_dirs(tmp_path / "done", 3)
+    for d in dirs:
+        (d / "train.py").write_text("import os\nopen('task', 'w').write(os.environ['SLURM_ARRAY_TASK_ID'])\n")
+    requests = [JobRequest(run_dir=d, name="fttest-array", framework="torch", resources=Resources(cpus_per_task=1))
+                for d in dirs]
+    done = executor.submit_array(requests, 2, tmp_path / "done")
+    assert done.task_ids == tuple(f"{done.job_id}_{i}" for i in range(3))
+    wait_until(lambda: all(s.state == RunState.COMPLETED for s in executor.statuses(done.task_ids).values()),
+               timeout=120, message=lambda: str(executor.statuses(done.task_ids)))
+    for i, d in enumerate(dirs):
+        assert (d / "task").read_text() == str(i) and (d / f"slurm-{done.job_id}_{i}.out").is_file()
+
+    sleepers = array_dirs(tmp_path / "cancel", 4)
+    for d in sleepers:
+        (d / "train.py").write_text("import time\ntime.sleep(300)\n")
+    group = executor.submit_array([JobRequest(run_dir=d, name="fttest-array", framework="torch",
+                                              resources=Resources(cpus_per_task=1)) for d in sleepers],
+                                  1, tmp_path / "cancel")
+    try:
+        wait_until(lambda: executor.status(group.task_ids[0]).state == RunState.RUNNING, timeout=60,
+                   message="the first task to run")
+        assert {executor.status(t).state for t in group.task_ids[1:]} == {RunState.PENDING}  # %1
+        executor.cancel_array(group)
+        wait_until(lambda: all(s.state == RunState.CANCELLED for s in executor.statuses(group.task_ids).values()),
+                   timeout=60, message=lambda: str(executor.statuses(group.task_ids)))
+    finally:
+        slurm_cluster.commands.run(["scancel", group.job_id])
