@@ -152,3 +152,21 @@ def test_cancelling_a_sweep_cancels_the_whole_array(home: Path, tmp_path: Path, 
     assert live == []
     acct = slurm_cluster.commands.run(["sacct", "-P", "-n", "-X", "-j", array, "-o", "JobID,State"]).stdout
     assert acct.split() and all(line.split("|")[1].startswith("CANCELLED") for line in acct.split()), acct
+
+
+def test_a_bad_sweep_is_refused_whole_before_anything_is_created(home: Path, tmp_path: Path) -> None:
+    env = cli_env(home, tmp_path)
+    bad = {**GRID, "parameters": {"training.optimizer.lrr": [0.1], "nodes.dropout1.p": [0.5, 1.5],
+                                  "training.resources.nodes": [2]}}
+    out = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", MLP)), "--sweep", str(write(tmp_path, "bad.json", bad)),
+                    "--scheduler", "local")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "3 problem(s)" in out.stderr
+    assert "sweep.parameters.training.optimizer.lrr: is not a setting a sweep can change" in out.stderr
+    assert "training.optimizer.lr, training.optimizer.momentum" in out.stderr  # the valid paths beside it
+    assert "sweep.parameters.training.resources.nodes: cannot be swept" in out.stderr
+    assert "model.nodes[dropout1].params.p: is out of range (sweep point 1)" in out.stderr
+    assert RunRegistry(home=home).list_runs() == [] and RunRegistry(home=home).list_sweeps() == []
+    check = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", MLP)), "--sweep",
+                      str(write(tmp_path, "good.json", GRID)), "--check")
+    assert check.returncode == 0 and "6 points, every one a valid spec; at most 3 at once" in check.stdout
