@@ -147,9 +147,8 @@ def test_cancelling_a_sweep_cancels_the_whole_array(home: Path, tmp_path: Path, 
     # one scancel of the array: every history says so, and Slurm has no task of it left alive
     for run in reg.sweep_runs(doc["id"]):
         assert any(f"cancel of sweep {doc['id']} requested by {ME}" in h.detail for h in reg.history(run.id))
-    live = [j for key, j in slurm_cluster.commands.squeue_jobs().items()
-            if key.startswith(f"{array}_") and not j.state.is_final]
-    assert live == []
+    tasks = {key: job.state for key, job in slurm_cluster.commands.squeue_jobs().items() if key.startswith(f"{array}_")}
+    assert all(state.is_final for state in tasks.values()), tasks
     acct = slurm_cluster.commands.run(["sacct", "-P", "-n", "-X", "-j", array, "-o", "JobID,State"]).stdout
     assert acct.split() and all(line.split("|")[1].startswith("CANCELLED") for line in acct.split()), acct
 
