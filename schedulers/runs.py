@@ -68,9 +68,7 @@ from schedulers.run_files import (
     tail_file,
 )
 from schedulers.run_records import (
-    LIST_COLUMNS as _LIST_COLUMNS,
-)
-from schedulers.run_records import (
+    LIST_COLUMNS,
     ReconcileReport,
     RegistryError,
     Run,
@@ -376,7 +374,7 @@ class RunRegistry(SweepTable):
             values = [RunState(s).value for s in states]
             where.append(f"state IN ({','.join('?' * len(values))})")
             params.extend(values)
-        sql = f"SELECT {_LIST_COLUMNS} FROM runs"
+        sql = f"SELECT {LIST_COLUMNS} FROM runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created DESC, id DESC"
@@ -387,7 +385,7 @@ class RunRegistry(SweepTable):
 
     @_guarded
     def active_runs(self, user: str | None = None) -> list[Run]:
-        sql = f"SELECT {_LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
+        sql = f"SELECT {LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
         params: list[Any] = []
         if user is not None:
             sql += " AND user=?"
