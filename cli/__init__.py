@@ -1,13 +1,14 @@
 """FlowTrain's command line: one module per command group, each with ``register(subparsers)``.
 
 ``spec`` (schema, templates, template, validate, summary, ops), ``codegen`` (generate,
-support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``equivalence``
+support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
+sweeps), ``equivalence``
 (check-equivalence) and ``export`` (export-onnx). ``flowtrain.py`` wires them together (:data:`COMMAND_MODULES`).
 """
 
 from __future__ import annotations
 
-from cli import codegen, equivalence, export, runs, spec
+from cli import codegen, equivalence, export, runs, spec, sweeps
 
 # In the order `python -m flowtrain --help` lists them.
-COMMAND_MODULES = (spec, codegen, runs, equivalence, export)
+COMMAND_MODULES = (spec, codegen, runs, sweeps, equivalence, export)

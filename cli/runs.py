@@ -1,4 +1,5 @@
-"""Run commands: frameworks, accounts, select, run, runs, status, logs, cancel.
+"""Run commands: frameworks, accounts, select, run, runs, status, logs, cancel (``status`` and ``cancel``
+also take a sweep id: :mod:`cli.sweeps`).
 
 Settings (home, scheduler, environments) come from :mod:`settings`, exactly as the portal reads them.
 The user is the OS user running the command; ``--user NAME`` and ``--all-users`` are for the
@@ -97,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_scheduler_errors(cmd_runs))
 
-    p = sub.add_parser("status", help="one run: state, history, metrics, artifacts")
+    p = sub.add_parser("status", help="one run: state, history, metrics, artifacts; or a sweep's points, ranked")
     p.add_argument("run")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--json", action="store_true")
@@ -109,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=_scheduler_errors(cmd_logs))
 
-    p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends)")
+    p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends), or every point of a sweep")
     p.add_argument("run")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=_scheduler_errors(cmd_cancel))
@@ -296,11 +297,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = [(r.id, r.user, r.name[:30], r.framework, r.scheduler + (f":{r.partition}" if r.scheduler != "local" else ""),
              r.job_id or "-", r.state.value + (f" ({_exit_words(r)})" if r.is_final and _exit_words(r)
                                                and r.state != RunState.COMPLETED else ""),
-             _age(r.created), _dur(r.duration)) for r in runs]
+             _age(r.created), _dur(r.duration),
+             f"{r.sweep_id} #{r.sweep_point}" if r.sweep_id else "-") for r in runs]
     if not rows:
         print("no runs" + (f" for user {user}" if user else ""))
         return 0
-    print(_table(rows, ("RUN", "USER", "NAME", "FRAMEWORK", "WHERE", "JOB", "STATE", "CREATED", "TIME")))
+    print(_table(rows, ("RUN", "USER", "NAME", "FRAMEWORK", "WHERE", "JOB", "STATE", "CREATED", "TIME", "SWEEP")))
     return 0
 
 
@@ -308,6 +310,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     settings = load_settings()
     user = _user(settings, args)
     registry = _registry(settings)
+    if registry.is_sweep(args.run):
+        from cli import sweeps
+
+        return sweeps.status(registry, args.run, user, args.json)
     registry.get(args.run, user)  # ownership first: "not found" for another user's run
     _reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
     registry.sync_metrics(args.run)
@@ -380,6 +386,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     settings = load_settings()
     user = _user(settings, args)
     registry = _registry(settings)
+    if registry.is_sweep(args.run):
+        from cli import sweeps
+
+        return sweeps.cancel(registry, args.run, user)
     run = registry.cancel(args.run, _executors(registry), user=user)
     print(f"run {run.id}: {run.state.value}" + ("" if run.is_final else " (cancel requested; it ends after "
                                                  "writing a checkpoint)"))

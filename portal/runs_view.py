@@ -19,7 +19,7 @@ import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
 from core.frameworks import FRAMEWORKS
-from portal import data_needs, limits, users
+from portal import data_needs, limits, sweeps_view, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
 from portal.resume import SeedingExecutors, last_checkpoint
@@ -131,7 +131,7 @@ def runs_table(runs: list[Run]) -> None:
         "duration": duration(r.duration), "restarts": r.restarts,
         "exit": "–" if r.exit_code is None and r.signal is None else (
             f"signal {r.signal}" if r.signal is not None else str(r.exit_code)),
-        "created": when(r.created),
+        "created": when(r.created), "sweep": f"{r.sweep_id} #{r.sweep_point}" if r.sweep_id else "–",
     } for r in runs]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
@@ -400,6 +400,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
         st.caption("No runs yet: submit the pipeline above.")
         return
     runs_table(runs)
+    sweeps_view.sweeps_section(registry, executors, user)
     st.divider()
     detail_section(ed, settings, user, registry, executors, runs)
     st.divider()

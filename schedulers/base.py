@@ -11,7 +11,7 @@ that the registry and the portal never see backend-specific strings.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -102,6 +102,14 @@ class JobStatus:
     nodes: str = ""
 
 
+@dataclass(frozen=True)
+class ArraySubmission:
+    """A group of jobs submitted as one: a Slurm job array, or the local executor's bounded group."""
+
+    job_id: str  # the array's job id (Slurm) or the group's id (local): what cancels them all
+    task_ids: tuple[str, ...]  # one job id per request, in the order given (Slurm: "<array>_<task>")
+
+
 class SchedulerError(RuntimeError):
     """A scheduler could not be reached or refused a request; the message says which and why."""
 
@@ -132,3 +140,16 @@ class Executor(Protocol):
     def accounting(self, job_id: str) -> JobAccounting | None:
         """The finished job's accounting record (elapsed, CPU time, max RSS, exit code); ``None`` where
         the backend keeps none (no slurmdbd, the local executor) or has none yet."""
+
+
+@runtime_checkable
+class ArrayExecutor(Executor, Protocol):
+    """An executor that runs many prepared run directories as one group, at most ``parallelism`` at
+    once (a sweep, :mod:`schedulers.sweeps`). Both backends implement it."""
+
+    def submit_array(self, requests: Sequence[JobRequest], parallelism: int, script_dir: Path) -> ArraySubmission:
+        """Submit the requests (same framework, resources and environment; one run directory each) as
+        one group; ``script_dir`` holds what the group shares (Slurm: the array's job script)."""
+
+    def cancel_array(self, submission: ArraySubmission) -> None:
+        """Stop every task of the group that has not ended (Slurm: one ``scancel`` of the array)."""

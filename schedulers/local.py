@@ -13,6 +13,9 @@ queued jobs start and final exit codes are recorded even while no portal is runn
 :class:`LocalExecutor` finds running jobs by PID *and* process creation time (a reused PID is not
 mistaken for the job).
 
+A sweep's points are queued as one group (:meth:`LocalExecutor.submit_array`): at most ``parallelism``
+of them run at once, in task order; a point held back by that limit lets other jobs pass it.
+
 States: PENDING → RUNNING → COMPLETED (exit 0) | FAILED (other exit code, or killed by a signal) |
 CANCELLED (cancelled by the user). ``cancel`` sends SIGTERM to the job's process group; the generated
 program writes a checkpoint and exits with code 3; if the group is still alive ``kill_after_s`` later,
@@ -37,14 +40,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from schedulers.base import JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.base import ArraySubmission, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 from settings import flowtrain_home
 
@@ -131,6 +134,8 @@ class LocalJob:
     reason: str = ""
     restarts: int = 0
     cancel_requested: float | None = None
+    group: str = ""  # a sweep's jobs share a group (submit_array) …
+    group_limit: int = 0  # … of which at most this many run at once (0: no limit)
 
     @property
     def run_state(self) -> RunState:
@@ -271,6 +276,36 @@ class LocalExecutor:
 
     def submit(self, request: JobRequest) -> str:
         """Queue the job; it starts at once when the machine has room, else when room frees up."""
+        job = self._job_for(request)
+        with self._locked():
+            self._save(job)
+            self._schedule()
+        return job.job_id
+
+    def submit_array(self, requests: Sequence[JobRequest], parallelism: int, script_dir: Path) -> ArraySubmission:
+        """Queue the requests as one group, at most ``parallelism`` running at once (a sweep's points,
+        like a Slurm job array's ``%K``); the group's id is the first job's. ``script_dir`` is unused."""
+        if not requests:
+            raise SchedulerError("a group of jobs needs at least one run directory")
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise SchedulerError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+        jobs = [self._job_for(r) for r in requests]  # every request checked before any is queued
+        for job in jobs:
+            job.group, job.group_limit = jobs[0].job_id, parallelism
+        with self._locked():
+            for job in jobs:
+                self._save(job)
+            self._schedule()
+        return ArraySubmission(jobs[0].job_id, tuple(j.job_id for j in jobs))
+
+    def cancel_array(self, submission: ArraySubmission) -> None:
+        """Cancel each job of the group (pending ones end at once, running ones get SIGTERM); the last
+        first, so no pending job of the group starts in a slot a cancelled one frees."""
+        for job_id in reversed(submission.task_ids):
+            self.cancel(job_id)
+
+    def _job_for(self, request: JobRequest) -> LocalJob:
+        """The record of a new job for ``request``, checked against this machine; not saved yet."""
         r = request.resources
         run_dir = Path(request.run_dir).resolve()
         if request.module is not None:
@@ -290,17 +325,13 @@ class LocalExecutor:
         if r.gpus_per_node > self.gpus:
             raise SchedulerError(f"the job needs {r.gpus_per_node} GPUs; this machine has {self.gpus}. "
                                  "Lower training.resources.gpus_per_node or use --scheduler slurm")
-        job = LocalJob(
+        return LocalJob(
             job_id=f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}",
             run_dir=str(run_dir), name=request.name, framework=request.framework, python=self.python,
             script=request.script, args=list(request.args), env=[list(kv) for kv in request.env],
             resources=asdict(r), cpus=cpus, gpus=r.gpus_per_node, submitted=time.time(),
             reason="waiting for free CPUs/GPUs on this machine",
         )
-        with self._locked():
-            self._save(job)
-            self._schedule()
-        return job.job_id
 
     def status(self, job_id: str) -> JobStatus:
         return self.job(job_id).to_status()
@@ -441,7 +472,14 @@ class LocalExecutor:
         used_gpus = {g for j in running for g in j.gpu_ids}
         free_gpu_ids = [g for g in range(self.gpus) if g not in used_gpus]
         started = False
+        group_running: dict[str, int] = {}
+        for j in running:
+            group_running[j.group] = group_running.get(j.group, 0) + 1
         for job in (j for j in jobs if j.run_state == RunState.PENDING):
+            if job.group and job.group_limit and group_running.get(job.group, 0) >= job.group_limit:
+                job.reason = f"waiting: at most {job.group_limit} points of this sweep run at once"
+                self._save(job)
+                continue  # held back by its group's limit, not by the machine: later jobs may pass it
             if job.cpus > free_cpus or job.gpus > len(free_gpu_ids):
                 job.reason = (f"waiting for {job.cpus} CPUs / {job.gpus} GPUs; free now: {max(free_cpus, 0)} CPUs, "
                               f"{len(free_gpu_ids)} GPUs")
@@ -449,6 +487,7 @@ class LocalExecutor:
                 break
             job.gpu_ids, free_gpu_ids = free_gpu_ids[: job.gpus], free_gpu_ids[job.gpus:]
             free_cpus -= job.cpus
+            group_running[job.group] = group_running.get(job.group, 0) + 1
             self._start(job)
             started = True
         return started

@@ -18,10 +18,29 @@ from pathlib import Path
 
 from schedulers.base import FINAL_STATES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
+
+# A sweep (schedulers/sweeps.py): one spec, its sweep document, and one job array whose tasks are runs
+# (runs.sweep_id, runs.sweep_point = the array task id).
+SWEEPS_TABLE = """CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    sweep TEXT NOT NULL,
+    points TEXT NOT NULL,
+    scheduler TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    job_id TEXT,
+    parallelism INTEGER NOT NULL,
+    metric TEXT NOT NULL,
+    goal TEXT NOT NULL,
+    created REAL NOT NULL,
+    sweep_dir TEXT NOT NULL
+)"""
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
@@ -50,11 +69,15 @@ CREATE TABLE IF NOT EXISTS runs (
     metrics_offset INTEGER NOT NULL DEFAULT 0,
     metrics_count INTEGER NOT NULL DEFAULT 0,
     data_source TEXT,
-    accounting TEXT
+    accounting TEXT,
+    sweep_id TEXT REFERENCES sweeps(id),
+    sweep_point INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
 CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({FINAL_SQL});
+{SWEEPS_TABLE};
+CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS run_states (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -82,6 +105,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE runs ADD COLUMN data_source TEXT",
         "UPDATE runs SET data_source = json_extract(spec, '$.data.source') WHERE json_valid(spec)"),
     2: ("ALTER TABLE runs ADD COLUMN accounting TEXT",),  # sacct's figures of a finished Slurm job
+    # 4: sweeps, each one job array; its points are runs grouped by sweep_id
+    3: (SWEEPS_TABLE,
+        "ALTER TABLE runs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id)",
+        "ALTER TABLE runs ADD COLUMN sweep_point INTEGER",
+        "CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL"),
 }
 
 

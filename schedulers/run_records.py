@@ -16,6 +16,13 @@ from typing import Any
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, JobStatus, RunState
 
+# Columns of a listing: everything but the (possibly large) spec.
+LIST_COLUMNS = (
+    "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
+    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
+    "data_source, accounting, sweep_id, sweep_point"
+)
+
 
 class RunNotFound(FlowTrainError):
     exit_code = 2
@@ -60,6 +67,8 @@ class Run:
     data_source: str | None = None  # the data source pinned at submission
     spec_json: str | None = None  # only filled by RunRegistry.get
     accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
+    sweep_id: str | None = None  # the sweep this run is a point of (schedulers/sweeps.py)
+    sweep_point: int | None = None  # its index in the sweep: the job array's task id
 
     @property
     def is_final(self) -> bool:
@@ -121,6 +130,8 @@ def run_from_row(row: sqlite3.Row, with_spec: bool = False) -> Run:
         metrics_count=row["metrics_count"], data_source=row["data_source"],
         spec_json=row["spec"] if with_spec and "spec" in keys else None,
         accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
+        sweep_id=row["sweep_id"] if "sweep_id" in keys else None,
+        sweep_point=row["sweep_point"] if "sweep_point" in keys else None,
     )
 
 

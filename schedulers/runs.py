@@ -68,6 +68,7 @@ from schedulers.run_files import (
     tail_file,
 )
 from schedulers.run_records import (
+    LIST_COLUMNS,
     ReconcileReport,
     RegistryError,
     Run,
@@ -79,22 +80,18 @@ from schedulers.run_records import (
     run_from_row,
     state_detail,
 )
+from schedulers.sweep_records import Sweep, SweepNotFound, SweepTable
 from settings import flowtrain_home
 
 __all__ = [
     "CODE_FILES", "MIGRATIONS", "SCHEMA_VERSION", "Artifact", "MetricsChunk", "ReconcileReport", "RegistryError",
-    "Run", "RunNotFound", "RunRegistry", "StateChange", "classify", "read_metrics", "tail_file",
+    "Run", "RunNotFound", "RunRegistry", "StateChange", "Sweep", "SweepNotFound", "classify", "read_metrics",
+    "tail_file",
 ]
 
 USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always fullmatch: "$" would let a trailing newline in
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_TAIL_LINES = 30
-# Columns of a listing: everything but the (possibly large) spec.
-_LIST_COLUMNS = (
-    "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
-    "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
-    "data_source, accounting"
-)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -116,8 +113,9 @@ def _guarded(fn: _F) -> _F:
 # --------------------------------------------------------------------------- the registry
 
 
-class RunRegistry:
-    """The SQLite run registry. Cheap to construct; safe to share between threads."""
+class RunRegistry(SweepTable):
+    """The SQLite run registry. Cheap to construct; safe to share between threads. Its sweeps (groups
+    of runs, one job array each) come from :class:`~schedulers.sweep_records.SweepTable`."""
 
     def __init__(self, db_path: str | Path | None = None, *, home: str | Path | None = None) -> None:
         self.home = Path(home).resolve() if home is not None else flowtrain_home()
@@ -235,8 +233,11 @@ class RunRegistry:
         run_id: str | None = None,
         run_dir: str | Path | None = None,
         data_source: str | None = None,
+        sweep_id: str | None = None,
+        sweep_point: int | None = None,
     ) -> Run:
         """Insert a run in state PENDING ("created"), then make its directory (0700); returns it.
+        ``sweep_id``/``sweep_point``: the sweep (made first, :meth:`create_sweep`) and point it belongs to.
 
         The row comes first: a write that fails (a full disk) leaves no directory behind, and a
         directory that cannot be made takes its row away again.
@@ -253,10 +254,11 @@ class RunRegistry:
             try:
                 db.execute(
                     "INSERT INTO runs (id, user, name, spec, spec_hash, framework, scheduler, partition, environment,"
-                    " state, created, run_dir, selection, data_source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " state, created, run_dir, selection, data_source, sweep_id, sweep_point)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, user, name, spec_json, spec_hash, framework, scheduler, partition, environment,
                      RunState.PENDING.value, now, str(directory),
-                     json.dumps(selection) if selection is not None else None, data_source),
+                     json.dumps(selection) if selection is not None else None, data_source, sweep_id, sweep_point),
                 )
             except sqlite3.IntegrityError:
                 raise RegistryError(f"run id {run_id} exists already") from None
@@ -372,7 +374,7 @@ class RunRegistry:
             values = [RunState(s).value for s in states]
             where.append(f"state IN ({','.join('?' * len(values))})")
             params.extend(values)
-        sql = f"SELECT {_LIST_COLUMNS} FROM runs"
+        sql = f"SELECT {LIST_COLUMNS} FROM runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created DESC, id DESC"
@@ -383,7 +385,7 @@ class RunRegistry:
 
     @_guarded
     def active_runs(self, user: str | None = None) -> list[Run]:
-        sql = f"SELECT {_LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
+        sql = f"SELECT {LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
         params: list[Any] = []
         if user is not None:
             sql += " AND user=?"

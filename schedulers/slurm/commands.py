@@ -28,8 +28,8 @@ from schedulers.slurm.parsing import (
     SlurmPartition,
     accounting_from_sacct,
     job_from_scontrol,
-    job_from_squeue_json,
     jobs_from_sacct,
+    jobs_from_squeue_json,
     nodes_from_sinfo_json,
     parse_sbatch_parsable,
     parse_scontrol_line,
@@ -182,7 +182,7 @@ class SlurmCommands:
         return self._json(["squeue", "--json"])
 
     def squeue_jobs(self) -> dict[str, SlurmJob]:
-        return {j.job_id: j for j in map(job_from_squeue_json, self.squeue_json().get("jobs", []))}
+        return jobs_from_squeue_json(self.squeue_json().get("jobs", []))
 
     def sinfo_json(self) -> dict[str, Any]:
         return self._json(["sinfo", "--json"])

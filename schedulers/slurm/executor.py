@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from schedulers.base import JobAccounting, JobRequest, JobStatus, RunState, SchedulerError
+from schedulers.base import ArraySubmission, JobAccounting, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.slurm.commands import DEFAULT_TIMEOUT_S
 from schedulers.slurm.parsing import SlurmJob
-from schedulers.slurm.pyslurm_transport import choose_transport
-from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, log_file_name, render_sbatch
+from schedulers.slurm.pyslurm_transport import PyslurmTransport, choose_transport
+from schedulers.slurm.sbatch import DEFAULT_SIGNAL, SCRIPT_NAME, JobArray, log_file_name, render_sbatch
 from schedulers.slurm.transport import SlurmTransport
 
 
@@ -59,6 +59,48 @@ class SlurmExecutor:
 
     def status(self, job_id: str) -> JobStatus:
         return self.job(job_id).to_status()
+
+    def submit_array(self, requests: Sequence[JobRequest], parallelism: int, script_dir: Path) -> ArraySubmission:
+        """One ``sbatch`` of a job array (``--array=0-N%K``, ``job.sbatch`` in ``script_dir``): task ``i``
+        runs ``requests[i]``'s run directory; the tasks' job ids are ``<array id>_<i>``."""
+        if not requests:
+            raise SchedulerError("a job array needs at least one run directory")
+        if isinstance(self.commands, PyslurmTransport):
+            raise SchedulerError(
+                "the pyslurm transport does not submit or follow job arrays (it addresses jobs by number, not "
+                "as <array>_<task>); run sweeps with FLOWTRAIN_SLURM_TRANSPORT=commands or rest")
+        first = requests[0]
+        differing = [r.run_dir for r in requests
+                     if (r.framework, r.resources, r.script, r.args, r.env, r.module) !=
+                     (first.framework, first.resources, first.script, first.args, first.env, first.module)]
+        if differing:
+            raise SchedulerError(f"the tasks of one job array share framework, resources and program; "
+                                 f"{differing[0]} differs from {first.run_dir}")
+        missing = [r.run_dir for r in requests if not Path(r.run_dir).is_dir()]
+        if missing:
+            raise SchedulerError(f"run directory {missing[0]} does not exist; generate the programs first")
+        array = JobArray(tuple(Path(r.run_dir).resolve() for r in requests), parallelism)
+        try:
+            text = render_sbatch(first, self.python, requeue=self.requeue_on_failure, signal=self.signal, array=array)
+        except ValueError as exc:
+            raise SchedulerError(str(exc)) from exc
+        script = Path(script_dir).resolve() / SCRIPT_NAME
+        script.write_text(text)
+        array_id = self.commands.sbatch(script, cwd=script.parent)
+        tasks = tuple(f"{array_id}_{i}" for i in range(len(requests)))
+        for task, directory in zip(tasks, array.run_dirs, strict=True):
+            self._log_paths[task] = directory / log_file_name(task)
+        return ArraySubmission(array_id, tasks)
+
+    def cancel_array(self, submission: ArraySubmission) -> None:
+        """One ``scancel`` of the array job: Slurm ends its pending and running tasks together. An
+        array whose tasks have all ended already is left as it is."""
+        try:
+            self.commands.scancel(submission.job_id)
+        except SchedulerError as exc:
+            if "already completing or completed" in str(exc) or "Invalid job id" in str(exc):
+                return
+            raise
 
     def cancel(self, job_id: str) -> None:
         """scancel; a job that already ended is left as it is. An unknown id raises."""

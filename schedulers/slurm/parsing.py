@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from schedulers.base import JobAccounting, JobStatus, RunState
@@ -200,6 +200,39 @@ def job_from_squeue_json(job: Mapping[str, Any]) -> SlurmJob:
         partition=str(job.get("partition", "")),
         workdir=str(job.get("current_working_directory", "")),
     )
+
+
+def array_task_ids(text: str) -> list[int]:
+    """squeue's ``array_task_string`` (the tasks still pending as one record: ``2-5%2``, ``1,3-4``,
+    ``0-9:2``) → the task ids."""
+    ids: list[int] = []
+    for part in text.split("%", 1)[0].split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?(?::(\d+))?\s*", part)
+        if m:
+            low = int(m.group(1))
+            ids.extend(range(low, int(m.group(2) or low) + 1, int(m.group(3) or 1)))
+    return ids
+
+
+def jobs_from_squeue_json(jobs: list[Mapping[str, Any]]) -> dict[str, SlurmJob]:
+    """``squeue --json``'s ``jobs`` by job id; a job array's tasks by ``<array id>_<task id>``.
+
+    A task that has started has a record of its own (``array_task_id``); the tasks still pending share
+    one record (``array_task_string``), which stands for each of them. An array's records are not
+    listed under their plain numbers: the last task to start keeps the array's own number.
+    """
+    out: dict[str, SlurmJob] = {}
+    for record in jobs:
+        job = job_from_squeue_json(record)
+        array_id = _int(record.get("array_job_id"))
+        if not array_id:
+            out[job.job_id] = job
+            continue
+        task = record.get("array_task_id")
+        tasks = [task] if isinstance(task, int) else array_task_ids(str(record.get("array_task_string") or ""))
+        for t in tasks:
+            out[f"{array_id}_{t}"] = replace(job, job_id=f"{array_id}_{t}")
+    return out
 
 
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList", "Partition", "WorkDir")

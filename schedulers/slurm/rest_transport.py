@@ -39,14 +39,22 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from schedulers.base import JobAccounting, RunState, SchedulerError
 from schedulers.jobenv import job_environment
 from schedulers.slurm.commands import DEFAULT_TIMEOUT_S, SlurmCommands, _validate_job_id
-from schedulers.slurm.parsing import UNRESOLVED_QOS, SlurmJob, _final_codes, _null, job_from_squeue_json, map_job_state
+from schedulers.slurm.parsing import (
+    UNRESOLVED_QOS,
+    SlurmJob,
+    _final_codes,
+    _null,
+    job_from_squeue_json,
+    jobs_from_squeue_json,
+    map_job_state,
+)
 
 API = "v0.0.38"
 DB_API = "dbv0.0.38"
@@ -171,7 +179,7 @@ def sbatch_options(script_text: str) -> list[tuple[str, str | None]]:
 
 _KNOWN_OPTIONS = frozenset({
     "requeue", "no-requeue", "job-name", "nodes", "ntasks-per-node", "cpus-per-task", "gres", "mem", "time",
-    "partition", "account", "qos", "chdir", "output", "error", "signal",
+    "partition", "account", "qos", "chdir", "output", "error", "signal", "array",
 })
 
 
@@ -212,6 +220,8 @@ def job_properties(script_text: str, environment: Mapping[str, str]) -> dict[str
             job[name] = value
         elif name == "chdir":
             job["current_working_directory"] = value
+        elif name == "array":  # a sweep's job array: "0-5%2"
+            job["array"] = value
         elif name == "output":
             job["standard_output"] = value
         elif name == "error":
@@ -376,33 +386,40 @@ class SlurmRestTransport:
 
     def squeue_jobs(self) -> dict[str, SlurmJob]:
         doc = self.request("GET", f"/slurm/{API}/jobs")
-        return {j.job_id: j for j in map(job_from_squeue_json, doc.get("jobs", []))}
+        return jobs_from_squeue_json(doc.get("jobs", []))
 
     def show_job(self, job_id: str) -> SlurmJob | None:
-        doc = self.request("GET", f"/slurm/{API}/job/{_validate_job_id(job_id)}",
-                           benign=frozenset({_INVALID_JOB_ID}))
+        """The controller's record; an array task (``<array>_<task>``, which slurmrestd 22.05 does not
+        look up) is read from its array's records."""
+        array, _, task = _validate_job_id(job_id).partition("_")
+        doc = self.request("GET", f"/slurm/{API}/job/{array}", benign=frozenset({_INVALID_JOB_ID}))
         jobs = doc.get("jobs") or []
         if doc.get("errors") or not jobs:
             return None
-        return job_from_squeue_json(jobs[0])
+        return jobs_from_squeue_json(jobs).get(job_id) if task else job_from_squeue_json(jobs[0])
+
+    def _slurmdb_record(self, job_id: str) -> Mapping[str, Any] | None:
+        """slurmdbd's last record of a job, or of one task of an array (picked from the array's records)."""
+        array, _, task = _validate_job_id(job_id).partition("_")
+        doc = self.request("GET", f"/slurmdb/{API}/job/{array}", benign=frozenset({_NOTHING_FOUND}))
+        jobs = doc.get("jobs") or []
+        if task:
+            jobs = [j for j in jobs if str((j.get("array") or {}).get("job_id")) == array
+                    and str((j.get("array") or {}).get("task_id")) == task]
+        return None if doc.get("errors") or not jobs else jobs[-1]
 
     def sacct_job(self, job_id: str) -> SlurmJob | None:
         """The job from slurmdbd; ``None`` when slurmdbd does not know it (or there is no slurmdbd)."""
-        doc = self.request("GET", f"/slurmdb/{API}/job/{_validate_job_id(job_id)}",
-                           benign=frozenset({_NOTHING_FOUND}))
-        jobs = doc.get("jobs") or []
-        if doc.get("errors") or not jobs:
-            return None
-        return job_from_slurmdb_json(jobs[-1])
+        record = self._slurmdb_record(job_id)
+        return None if record is None else replace(job_from_slurmdb_json(record), job_id=job_id)
 
     def accounting(self, job_id: str) -> JobAccounting | None:
         """The finished job from slurmdbd; ``None`` when it has no record of its end (yet)."""
-        doc = self.request("GET", f"/slurmdb/{API}/job/{_validate_job_id(job_id)}",
-                           benign=frozenset({_NOTHING_FOUND}))
-        jobs = doc.get("jobs") or []
-        if doc.get("errors") or not jobs:
+        record = self._slurmdb_record(job_id)
+        if record is None:
             return None
-        return accounting_from_slurmdb_json(jobs[-1])
+        found = accounting_from_slurmdb_json(record)
+        return None if found is None else replace(found, job_id=job_id)
 
     # -- acting ----------------------------------------------------------------------------------
 

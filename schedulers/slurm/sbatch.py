@@ -40,6 +40,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
 TEMPLATE_NAME = "job.sbatch.j2"
 SCRIPT_NAME = "job.sbatch"
 LOG_PATTERN = "slurm-%j.out"  # stdout+stderr of the job, in the run directory
+ARRAY_LOG_PATTERN = "slurm-%A_%a.out"  # an array task's: its job id is "<array>_<task>", so log_file_name fits
 DEFAULT_SIGNAL = "B:USR1@120"
 
 _SAFE_SBATCH = re.compile(r"[A-Za-z0-9_./:@+=,\-]+")
@@ -67,7 +68,7 @@ def sanitize_job_name(name: str) -> str:
 def _sbatch_path(path: str, suffix: str = "") -> str:
     """``path + suffix`` for an #SBATCH line: as is when plain, else double-quoted.
 
-    ``path`` is user-influenced and checked; ``suffix`` is ours (it may hold sbatch's ``%j``).
+    ``path`` is user-influenced and checked; ``suffix`` is ours (it may hold sbatch's ``%j``, ``%A``, ``%a``).
     """
     if _BAD_PATH_CHARS.search(path):
         raise ValueError(
@@ -75,7 +76,31 @@ def _sbatch_path(path: str, suffix: str = "") -> str:
             '(one of " \\ % # or a control character); use a path without them'
         )
     value = path + suffix
-    return value if _SAFE_SBATCH.fullmatch(value.replace("%j", "")) else f'"{value}"'
+    return value if _SAFE_SBATCH.fullmatch(re.sub(r"%[jAa]", "", value)) else f'"{value}"'
+
+
+@dataclass(frozen=True)
+class JobArray:
+    """The tasks of one job array (a sweep): task ``i`` runs in ``run_dirs[i]``, at most ``parallelism``
+    tasks at once (``--array=0-N%K``). The directories are ``<parent>/<prefix><i>``, so that sbatch's
+    ``%a`` puts each task's log (``slurm-<array>_<task>.out``) into its own run directory."""
+
+    run_dirs: tuple[Path, ...]
+    parallelism: int
+
+    def layout(self) -> tuple[str, str]:
+        """(parent, prefix) of the run directories; ``ValueError`` when they do not follow the pattern."""
+        dirs = [Path(d).resolve() for d in self.run_dirs]
+        if not dirs:
+            raise ValueError("a job array needs at least one run directory")
+        if not isinstance(self.parallelism, int) or self.parallelism < 1:
+            raise ValueError(f"array parallelism must be an integer >= 1, got {self.parallelism!r}")
+        parent, prefix = dirs[0].parent, dirs[0].name[:-1]
+        if not re.fullmatch(r"[A-Za-z0-9_-]*", prefix) or any(
+                d.parent != parent or d.name != f"{prefix}{i}" for i, d in enumerate(dirs)):
+            raise ValueError("the run directories of a job array must be <folder>/<prefix><task id> "
+                             f"(0, 1, 2, …); got {', '.join(str(d) for d in dirs[:3])}")
+        return str(parent), prefix
 
 
 def _time_limit(minutes: int) -> str:
@@ -144,8 +169,10 @@ def render_sbatch(
     *,
     requeue: bool = True,
     signal: str | None = DEFAULT_SIGNAL,
+    array: JobArray | None = None,
 ) -> str:
-    """The text of ``job.sbatch`` for ``request``.
+    """The text of ``job.sbatch`` for ``request``; with ``array``, of a job array whose task ``i`` runs
+    the same program in ``array.run_dirs[i]`` (``request.run_dir`` is then unused).
 
     ``python``: the interpreter of the execution environment on the compute nodes (default: this
     process's ``sys.executable``). Processes per node = ``gpus_per_node`` when GPUs are requested,
@@ -183,6 +210,14 @@ def render_sbatch(
     if request.module is not None and not _MODULE.fullmatch(request.module):
         raise ValueError(f"module {request.module!r} is not an Lmod module name like torch/2.13.0")
     run_dir = str(Path(request.run_dir).resolve())
+    sbatch_run_dir, sbatch_log = _sbatch_path(run_dir), _sbatch_path(run_dir, "/" + LOG_PATTERN)
+    array_range, point_dirs = "", []
+    if array is not None:
+        parent, prefix = array.layout()
+        n = len(array.run_dirs)
+        array_range = f"0-{n - 1}%{min(array.parallelism, n)}"
+        sbatch_run_dir, sbatch_log = _sbatch_path(parent), _sbatch_path(parent, f"/{prefix}%a/" + ARRAY_LOG_PATTERN)
+        point_dirs = [shlex.quote(str(Path(d).resolve())) for d in array.run_dirs]
     procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
     launch = _launch(request, python or sys.executable, procs)
     env = jinja2.Environment(
@@ -202,8 +237,10 @@ def render_sbatch(
         partition=r.partition,
         account=r.account,
         qos=r.qos,
-        sbatch_run_dir=_sbatch_path(run_dir),
-        sbatch_log=_sbatch_path(run_dir, "/" + LOG_PATTERN),
+        sbatch_run_dir=sbatch_run_dir,
+        sbatch_log=sbatch_log,
+        array=array_range,
+        point_dirs=point_dirs,
         requeue=requeue,
         signal=signal,
         framework=request.framework,

@@ -147,8 +147,8 @@ PRAGMA user_version = 1;
 
 
 def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
-    """A version-1 file (what FlowTrain wrote before data_source and accounting were recorded) is
-    migrated in place, one version at a time."""
+    """A version-1 file (what FlowTrain wrote before data_source, accounting and sweeps were recorded)
+    is migrated in place, one version at a time."""
     home = tmp_path / "home"
     (home / "runs" / "old-run").mkdir(parents=True)
     conn = sqlite3.connect(home / "flowtrain.db")
@@ -159,15 +159,22 @@ def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     reg = RunRegistry(home=home)
-    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     old = reg.get("old-run", "alice")
     assert (old.name, old.state.value, old.data_source, old.accounting) == ("old", "COMPLETED", "/data/alice/t.csv",
                                                                             None)
+    assert (old.sweep_id, old.sweep_point, reg.list_sweeps()) == (None, None, [])
     new = reg.get(new_run(reg))
     assert new.data_source == "/data/alice/t.csv"
     assert [r.id for r in reg.list_runs("alice")] == [new.id, "old-run"]
     RunRegistry(home=home)  # opening an up-to-date file again changes nothing
     assert len(reg.list_runs()) == 2
+    # the migrated file groups runs into sweeps like a new one
+    sweep = reg.create_sweep(user="alice", name="s", spec_json=SPEC, sweep_json="{}", points=[{"training.seed": 1}],
+                             scheduler="local", framework="torch", parallelism=1, metric="val_loss", goal="min")
+    point = new_run(reg, run_id=f"{sweep.id}-0", sweep_id=sweep.id, sweep_point=0)
+    assert [(r.id, r.sweep_point) for r in reg.sweep_runs(sweep.id)] == [(point, 0)] and reg.is_sweep(sweep.id)
+    assert [s.id for s in reg.list_sweeps("alice")] == [sweep.id] and reg.list_sweeps("bob") == []
 
 
 def test_a_newer_registry_is_refused(tmp_path: Path) -> None:
