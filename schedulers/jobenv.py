@@ -30,7 +30,6 @@ ALLOWED_NAMES = frozenset({
     "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",  # the frameworks' native libraries (module systems set these)
     "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",
-    "FLOWTRAIN_DATA_ROOT",  # generated programs resolve a relative data source against it
 })
 ALLOWED_PREFIXES = ("LC_", "OMP_", "NCCL_")
 
