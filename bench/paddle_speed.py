@@ -80,7 +80,7 @@ def bench_spec(case: Case, work: Path) -> Any:
         rng = np.random.default_rng(0)
         np.savez(work / "cifar_small.npz", x=rng.integers(0, 256, (256, 3, 32, 32), dtype=np.uint8),
                  y=rng.integers(0, 10, 256))
-        doc["data"].update(source="cifar_small.npz", format="npz", target="y", augmentation=[])
+        doc["data"].update(source=str((work / "cifar_small.npz").resolve()), format="npz", target="y", augmentation=[])
     longest = max(case.warmup + case.steps, case.cpu_steps[1])
     # compile "on": what "auto" gives a real run (long enough to earn back the conversion); the
     # bench's short runs would otherwise run eagerly
@@ -98,7 +98,7 @@ def export_training_split(program: Path, work: Path, target: Path) -> None:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules["bench_generated_data"] = module
     module_spec.loader.exec_module(module)
-    train = module.load_splits(str(work))["train"]
+    train = module.load_splits()["train"]
     np.savez(target, train_x=train.x, train_y=train.y)
 
 
@@ -113,7 +113,7 @@ def run_child(command: list[str], cwd: Path, env: dict[str, str], what: str) -> 
 
 
 def generated_command(case: Case, work: Path, out: Path, steps: int) -> list[str]:
-    return [sys.executable, "train.py", "--out", str(out), "--resume", "never", "--data-root", str(work),
+    return [sys.executable, "train.py", "--out", str(out), "--resume", "never",
             "--max-steps", str(steps)]
 
 

@@ -60,7 +60,7 @@ CPU_CASES = {
 }
 
 
-def bench_spec(case: Case) -> Any:
+def bench_spec(case: Case, folder: Path) -> Any:
     """The zoo template with the bench's batch, data and a single epoch long enough for every step."""
     from core import zoo
     from core.spec import PipelineSpec
@@ -68,7 +68,7 @@ def bench_spec(case: Case) -> Any:
     doc = zoo.template(case.name).model_dump(mode="json") if case.name != "transformer" else transformer_doc()
     doc["data"].update({"batch_size": case.batch, "validation_split": 0.1, "test_split": 0.0, **case.data})
     if case.synthetic is not None:
-        doc["data"].update({"source": "bench.npz", "format": "npz", "num_classes": case.classes,
+        doc["data"].update({"source": str((folder / "bench.npz").resolve()), "format": "npz", "num_classes": case.classes,
                             "input_shape": list(case.synthetic[1:])})
     doc["training"].update({
         "epochs": 1, "samples_per_epoch": (case.steps + case.log_every) * case.batch, "log_every_steps": case.log_every,
@@ -106,7 +106,7 @@ def prepare(case: Case, folder: Path) -> dict[str, Any]:
     from core.codegen import generate
     from core.validate import validate
 
-    spec = bench_spec(case)
+    spec = bench_spec(case, folder)
     analysis = validate(spec)
     generate(spec, "torch", analysis).write(folder / "program")
     meta = {"name": case.name, "reference": case.reference, "batch": case.batch, "steps": case.steps,
@@ -119,9 +119,9 @@ def prepare(case: Case, folder: Path) -> dict[str, Any]:
 def export_train_split(folder: Path, env: dict[str, str]) -> Path:
     """The generated data.py's preprocessed training split as an .npz, so the reference trains on the same data."""
     out = folder / "train_split.npz"
-    code = ("import sys, numpy as np, data; s = data.load_splits(sys.argv[1])['train']; "
-            "np.savez(sys.argv[2], x=s.x, y=s.y)")
-    subprocess.run([PYTHON, "-c", code, str(folder), str(out)], cwd=folder / "program", env=env, check=True)
+    code = ("import sys, numpy as np, data; s = data.load_splits()['train']; "
+            "np.savez(sys.argv[1], x=s.x, y=s.y)")
+    subprocess.run([PYTHON, "-c", code, str(out)], cwd=folder / "program", env=env, check=True)
     return out
 
 
@@ -159,8 +159,8 @@ def per_cpu_second(cpu: list[float], samples_per_interval: int) -> float:
 def run_generated(folder: Path, meta: dict[str, Any], run: int, env: dict[str, str]) -> tuple[float, float]:
     """(samples/s of the median interval, samples per CPU-second) of one run of the generated program."""
     out = folder / f"run-{run}"
-    _, cpu = stream([PYTHON, "train.py", "--out", str(out), "--max-steps", str(meta["steps"]), "--resume", "never",
-                     "--data-root", str(folder)], folder / "program", env, " samples/s")
+    _, cpu = stream([PYTHON, "train.py", "--out", str(out), "--max-steps", str(meta["steps"]), "--resume", "never"],
+                    folder / "program", env, " samples/s")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     wall = statistics.median(interval_rates([r for r in rows if r["event"] == "train"]))
     return wall, per_cpu_second(cpu, meta["batch"] * meta["log_every"])

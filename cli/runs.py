@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.errors import CommandError, FlowTrainError
@@ -109,6 +111,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.set_defaults(handler=_scheduler_errors(cmd_logs))
+
+    p = sub.add_parser("fetch", help="copy one file of a run (as `status` lists it) out of its directory")
+    p.add_argument("run")
+    p.add_argument("path", help="the file's path inside the run directory, e.g. model/model.pt")
+    p.add_argument("--out", default=None, help="where to write it (default: its name, in this folder)")
+    p.add_argument("--user", default=None, help=ADMIN_HELP)
+    p.set_defaults(handler=_scheduler_errors(cmd_fetch))
 
     p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends), or every point of a sweep")
     p.add_argument("run")
@@ -379,6 +388,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
         while chunk := fh.read(1 << 16):
             sys.stdout.buffer.write(chunk)
     sys.stdout.flush()
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """One artifact, copied in 1 MiB pieces (files of any size: the portal offers only small ones)."""
+    settings = load_settings()
+    registry = _registry(settings)
+    run = registry.get(args.run, _user(settings, args))
+    out = Path(args.out) if args.out else Path(Path(args.path).name)
+    with registry.open_artifact(run.id, args.path) as src:
+        try:
+            dst = out.open("xb")  # never over an existing file
+        except FileExistsError:
+            raise CommandError(f"{out} exists already; choose another file with --out", exit_code=1) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write {out}: {exc.strerror or exc}", exit_code=1) from exc
+        with dst:
+            try:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            except OSError as exc:
+                dst.close()
+                out.unlink(missing_ok=True)  # ours, half written
+                raise CommandError(f"cannot write {out}: {exc.strerror or exc}", exit_code=1) from exc
+    print(f"{out}: {out.stat().st_size:,} bytes from run {run.id}")
     return 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import pickle
 import sys
 import traceback
 from pathlib import Path
@@ -47,6 +48,29 @@ def load_model_module(folder: Path, name: str) -> ModuleType:
 SAVED_MODEL = {"torch": "model/model.pt", "keras": "model/model.keras", "paddle": "model/model.pdparams"}
 
 
+# What a paddle.save'd state dict may name: numpy's array reconstruction, nothing else.
+PDPARAMS_GLOBALS = {("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
+                    ("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict")}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that builds numpy arrays and dicts only (paddle.load would run any pickle)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in PDPARAMS_GLOBALS:
+            raise pickle.UnpicklingError(f"refused to load {module}.{name}: a paddle state dict holds arrays only")
+        return super().find_class(module, name)
+
+
+def read_pdparams(path: Path) -> dict[str, np.ndarray]:
+    """A ``paddle.save``'d state dict as arrays, without running code a crafted file may carry."""
+    with open(path, "rb") as f:
+        state = _ArraysOnly(f).load()
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} is not a paddle state dict")
+    return {k: v for k, v in state.items() if isinstance(v, np.ndarray)}  # paddle adds a name map
+
+
 def load_saved_model(framework: str, model: Any, path: Path) -> None:
     """The weights ``train.py`` saved at ``path`` into ``model`` (built by the same ``model.py``)."""
     if framework == "torch":
@@ -56,9 +80,7 @@ def load_saved_model(framework: str, model: Any, path: Path) -> None:
     elif framework == "keras":
         model.load_weights(str(path))
     elif framework == "paddle":
-        import paddle
-
-        missing, unexpected = model.set_state_dict(paddle.load(str(path)))
+        missing, unexpected = model.set_state_dict(read_pdparams(path))
         if missing or unexpected:
             raise ValueError(f"{path} does not fit this model: missing {missing}, unexpected {unexpected}")
     else:

@@ -7,8 +7,10 @@
 - :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
   in scripts/portal.sh and ``.streamlit/config.toml``; the import checks again).
 - :data:`MAX_DOWNLOAD_BYTES`: Streamlit's download button holds a file in the portal's memory while
-  it is served (Streamlit 1.67 converts every download to bytes), so files and zips larger than this
-  are not offered in the browser; the page names their path instead.
+  it is served (Streamlit 1.67 converts every download to bytes, a deferred callable's result
+  included: nothing is streamed), so files and zips larger than this are not offered in the browser;
+  the page shows each one's size and the ``python -m flowtrain fetch RUN PATH`` command that copies
+  it in pieces instead.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ registry is asked with the signed-in user, so nobody sees or cancels another use
 from __future__ import annotations
 
 import io
+import shlex
 import shutil
 import time
 import zipfile
@@ -210,7 +211,8 @@ def artifacts_section(registry: RunRegistry, run: Run) -> None:
             for a in items[:20]:
                 if a.size > limit:
                     too_big.append(a.path)
-                    st.caption(f"{a.path} ({a.size:,} B): too large for the browser")
+                    st.caption(f"{a.path} ({a.size:,} B): over the browser's {limit // 2**20} MB limit; "
+                               f"`{fetch_command(run.id, a.path)}`")
                     continue
                 st.download_button(f"{'Download model' if kind == 'model' else '⬇'} {a.path} ({a.size:,} B)",
                                    data=lambda rel=a.path: _artifact_bytes(registry, run.id, rel),
@@ -222,8 +224,15 @@ def artifacts_section(registry: RunRegistry, run: Run) -> None:
                                    key=f"runs.zip.{run.id}.{kind}", on_click="ignore")
         i += 1
     if too_big:
-        st.info(f"{len(too_big)} file(s) over {limit // 2**20} MB are not offered here; copy them from the run "
-                f"directory {run.run_dir}")
+        commands = "\n".join(fetch_command(run.id, path) for path in too_big)
+        st.info(f"{len(too_big)} file(s) over {limit // 2**20} MB are not offered here: the portal would hold each "
+                f"one in memory while serving it (Streamlit's download button does). Copy them with the command "
+                f"line, or from the run directory {run.run_dir}:\n```\n{commands}\n```")
+
+
+def fetch_command(run_id: str, path: str) -> str:
+    """The command line that copies one file of a run out, in any size (``flowtrain fetch``)."""
+    return shlex.join(["python", "-m", "flowtrain", "fetch", run_id, path])
 
 
 def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_final: bool) -> None:

@@ -31,7 +31,7 @@ from schedulers.slurm.parsing import parse_scontrol_line
 ASSOC_FIELDS = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS", "MaxTRES", "MaxWall",
                 "MaxTRESPerNode")
 QOS_FIELDS = ("Name", "MaxWall", "MaxTRES", "MaxTRESPerNode")
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fullmatch: "$" would let a trailing newline in
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def _limits(who: str, wall: int | None, max_tres: Mapping[str, int], per_node: M
 
 def read_accounting(user: str, commands: SlurmCommands | None = None) -> Accounting | None:
     """``user``'s associations, the QoS and the partitions' access lists; ``None`` without accounting."""
-    if not NAME_RE.match(user):
+    if not NAME_RE.fullmatch(user):
         raise SchedulerError(f"Slurm user name {user!r} is not a user name")
     cmds = commands or SlurmCommands.from_env()
     config = config_values(cmds.run(["scontrol", "show", "config"]).stdout,

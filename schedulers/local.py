@@ -48,7 +48,7 @@ from typing import Any
 import psutil
 
 from schedulers.base import ArraySubmission, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
-from schedulers.jobenv import job_environment
+from schedulers.jobenv import JOB_UMASK, job_environment
 from settings import flowtrain_home
 
 REPO = Path(__file__).resolve().parents[1]
@@ -519,10 +519,12 @@ class LocalExecutor:
         argv = [sys.executable, str(self._wrapper()), str(self._exit_path(job.job_id)), str(self.kill_after_s),
                 json.dumps(kick), "--", *self._command(job)]
         self._exit_path(job.job_id).unlink(missing_ok=True)
-        with open(run_dir / LOG_NAME, "ab") as log:
+        log_fd = os.open(run_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(log_fd, "ab") as log:
             try:
                 proc = subprocess.Popen(argv, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                        umask=JOB_UMASK)
             except OSError as exc:
                 job.state, job.ended, job.reason = RunState.FAILED.value, time.time(), f"could not start: {exc}"
                 self._save(job)

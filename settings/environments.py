@@ -142,7 +142,7 @@ def _frameworks(source: str, where: str, value: Any) -> dict[str, FrameworkOverr
     return out
 
 
-_MODULE_RE = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
+_MODULE_RE = re.compile(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*")  # fullmatch: "$" would let a trailing newline in
 
 
 def _module_keys(source: str, where: str, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...]]:
@@ -150,7 +150,7 @@ def _module_keys(source: str, where: str, raw: Mapping[str, Any]) -> tuple[str |
     module, modules, path = raw.get("module"), raw.get("modules"), raw.get("modulepath", [])
     if module is not None and modules is not None:
         raise _bad(source, where, "both module and modules", "one of them: a module, or a glob of modules")
-    if module is not None and not (isinstance(module, str) and _MODULE_RE.match(module)):
+    if module is not None and not (isinstance(module, str) and _MODULE_RE.fullmatch(module)):
         raise _bad(source, f"{where}.module", module, 'a module name like "torch/2.13.0"')
     if modules is not None and not (isinstance(modules, str) and re.fullmatch(r"[A-Za-z0-9_.+*?/\[\]-]+", modules)):
         raise _bad(source, f"{where}.modules", modules, 'a glob of module names like "*" or "torch/*"')

@@ -52,12 +52,12 @@ def literal(value: Any) -> str:
     raise TypeError(f"cannot render {type(value).__name__} as a literal")
 
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "$" would let a trailing newline in
 
 
 def ident(name: str) -> str:
     """Check that a generated name is a plain Python identifier (defence in depth)."""
-    if not _IDENT.match(name) or keyword.iskeyword(name):
+    if not _IDENT.fullmatch(name) or keyword.iskeyword(name):
         raise ValueError(f"{name!r} is not a safe generated identifier")
     return name
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -52,7 +53,9 @@ class SlurmExecutor:
                 f"run directory {run_dir} does not exist; generate the program into it before submitting"
             )
         script = run_dir / SCRIPT_NAME
-        script.write_text(render_sbatch(request, self.python, requeue=self.requeue_on_failure, signal=self.signal))
+        text = render_sbatch(request, self.python, requeue=self.requeue_on_failure, signal=self.signal)
+        with open(os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+            f.write(text)  # the run's user's alone, whatever the caller's umask (as the job's own files)
         job_id = self.commands.sbatch(script, cwd=run_dir)
         self._log_paths[job_id] = run_dir / log_file_name(job_id)
         return job_id

@@ -169,7 +169,7 @@ def sbatch_options(script_text: str) -> list[tuple[str, str | None]]:
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+--([a-z-]+)(?:=(.*))?$", stripped)
+        m = re.fullmatch(r"#SBATCH\s+--([a-z-]+)(?:=(.*))?", stripped)
         if m:
             options.append((m.group(1), None if m.group(2) is None else _unquote(m.group(2).strip())))
         elif stripped.startswith("#SBATCH"):

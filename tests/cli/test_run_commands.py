@@ -94,6 +94,21 @@ def check_completed_run(home: Path, env: dict[str, str], scheduler: str) -> None
     logs = flowtrain(env, "logs", run.id, "--tail", "2")
     assert logs.returncode == 0 and "done: 6 steps" in logs.stdout and len(logs.stdout.splitlines()) == 2
 
+    # files of any size come out with `fetch` (the portal offers small ones only); never over a file
+    copy = home.parent / "fetched.pt"
+    fetched = flowtrain(env, "fetch", run.id, "model/model.pt", "--out", str(copy))
+    assert fetched.returncode == 0, fetched.stderr
+    assert copy.read_bytes() == (run.run_dir / "model" / "model.pt").read_bytes()
+    again = flowtrain(env, "fetch", run.id, "model/model.pt", "--out", str(copy))
+    assert again.returncode == 1 and "exists already" in again.stderr
+    outside = flowtrain(env, "fetch", run.id, "../../flowtrain.toml", "--out", str(home.parent / "x"))
+    assert outside.returncode != 0 and "cannot be opened" in outside.stderr and not (home.parent / "x").exists()
+
+    # what the job wrote is its user's alone: 0700 folders, 0600 files
+    modes = {str(p.relative_to(run.run_dir)): p.stat().st_mode & 0o777 for p in run.run_dir.rglob("*")}
+    assert {m for m in modes.values()} == {0o700, 0o600}, {k: oct(v) for k, v in modes.items()}
+    assert modes["model"] == 0o700 and modes["model/model.pt"] == modes["metrics.jsonl"] == 0o600
+
 
 @pytest.mark.frameworks
 def test_run_local_wait_completes(home: Path, tmp_path: Path) -> None:

@@ -112,10 +112,10 @@ def test_builtin_tabular_standardized(tmp_path: Path, name: str, features: int) 
 def test_csv_features_one_hot_label_encoding(tmp_path: Path) -> None:
     rows = [[a, b, colour, name, ["cat", "dog", "eel"][label]] for a, b, colour, name, label in tabular_rows(40)]
     write_csv(tmp_path / "t.csv", ["a", "b", "colour", "name", "label"], rows)
-    spec = csv_spec("t.csv", input_shape=[5], preprocessing=[{"op": "one_hot", "columns": ["colour"]},
+    spec = csv_spec(str(tmp_path / "t.csv"), input_shape=[5], preprocessing=[{"op": "one_hot", "columns": ["colour"]},
                                                              {"op": "label_encode"}])
     data = load_data_module(spec, tmp_path / "gen")
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     train, val = splits["train"], splits["val"]
     assert len(train) == 30 and len(val) == 10 and train.x.shape == (30, 5)
     assert data.CLASS_NAMES == ["cat", "dog", "eel"] and data.IGNORED_COLUMNS == ["name"]
@@ -131,31 +131,31 @@ def test_csv_features_one_hot_label_encoding(tmp_path: Path) -> None:
 def test_csv_labels_text_numbers_and_typos(tmp_path: Path) -> None:
     rows = [[i, ["10", "2", "abc"][i % 3]] for i in range(12)]
     write_csv(tmp_path / "mixed.csv", ["x", "label"], rows)
-    data = load_data_module(csv_spec("mixed.csv", input_shape=[1], preprocessing=[{"op": "label_encode"}]),
+    data = load_data_module(csv_spec(str(tmp_path / "mixed.csv"), input_shape=[1], preprocessing=[{"op": "label_encode"}]),
                             tmp_path / "g1")
-    data.load_splits(str(tmp_path))
+    data.load_splits()
     assert data.CLASS_NAMES == ["10", "2", "abc"]  # mixed values sort as text
     write_csv(tmp_path / "nums.csv", ["x", "label"], [[i, ["10", "2", "7"][i % 3]] for i in range(12)])
-    data = load_data_module(csv_spec("nums.csv", input_shape=[1], preprocessing=[{"op": "label_encode"}]),
+    data = load_data_module(csv_spec(str(tmp_path / "nums.csv"), input_shape=[1], preprocessing=[{"op": "label_encode"}]),
                             tmp_path / "g2")
-    data.load_splits(str(tmp_path))
+    data.load_splits()
     assert data.CLASS_NAMES == ["2", "7", "10"]  # numbers sort as numbers
     rows = [[i, i % 3] for i in range(12)]
     rows[9][1] = "two"
     write_csv(tmp_path / "typo.csv", ["x", "label"], rows)
-    data = load_data_module(csv_spec("typo.csv", input_shape=[1]), tmp_path / "g3")
+    data = load_data_module(csv_spec(str(tmp_path / "typo.csv"), input_shape=[1]), tmp_path / "g3")
     with pytest.raises(data.DataError, match=r"typo.csv row 10 \(line 11\), column 'label': 'two' is not a finite "
                                               r"number; fix the value, or add a label_encode step"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 def test_csv_non_numeric_value_names_row_and_column(tmp_path: Path) -> None:
     rows = [[i * 0.5, i, i % 3] for i in range(20)]
     rows[6][1] = "abc"  # data row 7 (line 8 of the file)
     write_csv(tmp_path / "bad.csv", ["x1", "x2", "label"], rows)
-    data = load_data_module(csv_spec("bad.csv"), tmp_path / "gen")
+    data = load_data_module(csv_spec(str(tmp_path / "bad.csv")), tmp_path / "gen")
     with pytest.raises(data.DataError) as err:
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     message = str(err.value)
     assert "bad.csv row 7 (line 8)" in message and "column 'x2'" in message and "'abc'" in message
 
@@ -164,55 +164,55 @@ def test_csv_label_out_of_range_names_row_value_and_classes(tmp_path: Path) -> N
     rows = [[i, i % 10] for i in range(30)]
     rows[4][1] = 12
     write_csv(tmp_path / "labels.csv", ["x", "label"], rows)
-    data = load_data_module(csv_spec("labels.csv", num_classes=10, input_shape=[1]), tmp_path / "gen")
+    data = load_data_module(csv_spec(str(tmp_path / "labels.csv"), num_classes=10, input_shape=[1]), tmp_path / "gen")
     with pytest.raises(data.DataError) as err:
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     message = str(err.value)
     assert "labels.csv row 5" in message and "label 12" in message and "NUM_CLASSES is 10" in message
 
 
 def test_csv_ragged_row_missing_target_and_empty(tmp_path: Path) -> None:
     (tmp_path / "ragged.csv").write_text("x,label\n1,0\n2,1,7\n")
-    data = load_data_module(csv_spec("ragged.csv", input_shape=[1]), tmp_path / "g1")
+    data = load_data_module(csv_spec(str(tmp_path / "ragged.csv"), input_shape=[1]), tmp_path / "g1")
     with pytest.raises(data.DataError, match=r"ragged.csv row 2 \(line 3\): 3 fields but the header has 2"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     write_csv(tmp_path / "notarget.csv", ["x", "y"], [[1, 0]])
-    data = load_data_module(csv_spec("notarget.csv", input_shape=[1]), tmp_path / "g2")
+    data = load_data_module(csv_spec(str(tmp_path / "notarget.csv"), input_shape=[1]), tmp_path / "g2")
     with pytest.raises(data.DataError, match=r"no target column 'label'; the columns are \['x', 'y'\]"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     (tmp_path / "latin.csv").write_bytes("x,label\n1,0\n2,1\ncaf\u00e9,1\n".encode("latin-1"))
-    data = load_data_module(csv_spec("latin.csv", input_shape=[1]), tmp_path / "g4")
+    data = load_data_module(csv_spec(str(tmp_path / "latin.csv"), input_shape=[1]), tmp_path / "g4")
     with pytest.raises(data.DataError, match=r"latin.csv line \d+: not UTF-8 text"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     write_csv(tmp_path / "empty.csv", ["x", "label"], [])
-    data = load_data_module(csv_spec("empty.csv", input_shape=[1]), tmp_path / "g3")
+    data = load_data_module(csv_spec(str(tmp_path / "empty.csv"), input_shape=[1]), tmp_path / "g3")
     with pytest.raises(data.DataError, match="the dataset is empty"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 def test_csv_regression_and_wrong_width(tmp_path: Path) -> None:
     rows = [[i, 2 * i, 0.5 * i] for i in range(10)]
     write_csv(tmp_path / "reg.csv", ["a", "b", "label"], rows)
-    spec = csv_spec("reg.csv", task="regression", num_classes=None, validation_split=0.2)
+    spec = csv_spec(str(tmp_path / "reg.csv"), task="regression", num_classes=None, validation_split=0.2)
     data = load_data_module(spec, tmp_path / "g1")
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     assert data.NUM_CLASSES is None and splits["train"].y.dtype == np.float32
     np.testing.assert_allclose(splits["train"].y, splits["train"].x[:, 0] * 0.5)
-    data = load_data_module(csv_spec("reg.csv", task="regression", num_classes=None, input_shape=[3]),
+    data = load_data_module(csv_spec(str(tmp_path / "reg.csv"), task="regression", num_classes=None, input_shape=[3]),
                             tmp_path / "g2")
     with pytest.raises(data.DataError, match=r"shape \(2,\) after preprocessing but the model's Input expects \(3,\)"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 def test_tokenize_vocabulary_from_training_split(tmp_path: Path) -> None:
     texts = ["the cat sat", "The dog sat!", "a cat, a dog", "the the the", "zebra only", "cat"]
     write_csv(tmp_path / "text.csv", ["text", "label"], [[t, i % 2] for i, t in enumerate(texts)])
-    spec = spec_with_data({"source": "text.csv", "num_classes": 2, "validation_split": 0.34,
+    spec = spec_with_data({"source": str(tmp_path / "text.csv"), "num_classes": 2, "validation_split": 0.34,
                            "preprocessing": [{"op": "tokenize", "column": "text", "vocab_size": 5,
                                               "max_length": 4}]})
     data = load_data_module(spec, tmp_path / "gen")
     assert data.INPUT_SHAPE == (4,) and data.INPUT_DTYPE == "int64"
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     idx = data.split_indices(len(texts))
     all_ids = np.zeros((len(texts), 4), np.int64)
     all_ids[idx["train"]] = splits["train"].x
@@ -237,17 +237,17 @@ def test_parquet_load_and_null(tmp_path: Path) -> None:
     write_parquet(tmp_path / "t.parquet", {"a": [float(i) for i in range(12)], "b": list(range(12)),
                                            "note": [f"n{i}" for i in range(12)],
                                            "label": ["x", "y", "z"] * 4})
-    data = load_data_module(csv_spec("t.parquet"), tmp_path / "g1")
-    splits = data.load_splits(str(tmp_path))
+    data = load_data_module(csv_spec(str(tmp_path / "t.parquet")), tmp_path / "g1")
+    splits = data.load_splits()
     assert data.FORMAT == "parquet" and splits["train"].x.shape == (9, 2) and data.CLASS_NAMES == ["x", "y", "z"]
     write_parquet(tmp_path / "null.parquet", {"a": [1.0, None, 3.0], "b": [1, 2, 3], "label": [0, 1, 2]})
-    data = load_data_module(csv_spec("null.parquet"), tmp_path / "g2")
+    data = load_data_module(csv_spec(str(tmp_path / "null.parquet")), tmp_path / "g2")
     with pytest.raises(data.DataError, match=r"null.parquet row 2, column 'a': empty is not a finite number"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
-    data = load_data_module(csv_spec("junk.parquet"), tmp_path / "g3")
+    data = load_data_module(csv_spec(str(tmp_path / "junk.parquet")), tmp_path / "g3")
     with pytest.raises(data.DataError, match="junk.parquet: cannot read the Parquet file"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 # --------------------------------------------------------------------------- NPZ
@@ -257,47 +257,47 @@ def test_npz_images_channels_last_and_dtype_scale(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (20, 8, 8, 3), dtype=np.uint8)
     np.savez(tmp_path / "img.npz", x=x, y=np.arange(20) % 4)
-    spec = spec_with_data({"source": "img.npz", "num_classes": 4, "input_shape": [3, 8, 8],
+    spec = spec_with_data({"source": str(tmp_path / "img.npz"), "num_classes": 4, "input_shape": [3, 8, 8],
                            "preprocessing": [{"op": "scale"}], "validation_split": 0.2})
     data = load_data_module(spec, tmp_path / "gen")
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     idx = data.split_indices(20)["train"]
     np.testing.assert_allclose(splits["train"].x, x[idx].transpose(0, 3, 1, 2) / 255.0, rtol=1e-6)
 
 
 def test_npz_target_key_grey_images_and_resize(tmp_path: Path) -> None:
     np.savez(tmp_path / "g.npz", x=np.ones((10, 8, 8), np.float32), digit=(np.arange(10) % 2)[:, None])
-    spec = spec_with_data({"source": "g.npz", "target": "digit", "num_classes": 2, "input_shape": [1, 16, 16],
+    spec = spec_with_data({"source": str(tmp_path / "g.npz"), "target": "digit", "num_classes": 2, "input_shape": [1, 16, 16],
                            "preprocessing": [{"op": "resize", "size": [16, 16]}]})
     data = load_data_module(spec, tmp_path / "gen")
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     assert splits["train"].x.shape == (9, 1, 16, 16) and np.allclose(splits["train"].x, 1.0)
     assert splits["train"].y.shape == (9,) and splits["train"].y.dtype == np.int64
 
 
 def test_npz_errors(tmp_path: Path) -> None:
     np.savez(tmp_path / "small.npz", x=np.zeros((10, 1, 8, 8), np.float32), y=np.zeros(10, np.int64))
-    data = load_data_module(spec_with_data({"source": "small.npz", "num_classes": 10,
+    data = load_data_module(spec_with_data({"source": str(tmp_path / "small.npz"), "num_classes": 10,
                                             "input_shape": [1, 28, 28]}), tmp_path / "g1")
     with pytest.raises(data.DataError) as err:
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     assert "(1, 8, 8)" in str(err.value) and "(1, 28, 28)" in str(err.value) and "resize step" in str(err.value)
     np.savez(tmp_path / "keys.npz", a=np.zeros(3), b=np.zeros(3), c=np.zeros(3))
-    data = load_data_module(spec_with_data({"source": "keys.npz", "num_classes": 2, "input_shape": [1]}),
+    data = load_data_module(spec_with_data({"source": str(tmp_path / "keys.npz"), "num_classes": 2, "input_shape": [1]}),
                             tmp_path / "g2")
     with pytest.raises(data.DataError, match=r"expected arrays 'x' and 'y'.*found \['a', 'b', 'c'\]"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     np.savez(tmp_path / "bad.npz", x=np.zeros((4, 2)), y=np.array([0, 1, 7, 1]))
     truncate(tmp_path / "bad.npz", 0.6)
-    data = load_data_module(spec_with_data({"source": "bad.npz", "num_classes": 2, "input_shape": [2]}),
+    data = load_data_module(spec_with_data({"source": str(tmp_path / "bad.npz"), "num_classes": 2, "input_shape": [2]}),
                             tmp_path / "g3")
     with pytest.raises(data.DataError, match="bad.npz: cannot read the .npz archive"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     np.savez(tmp_path / "range.npz", x=np.zeros((4, 2)), y=np.array([0, 1, 7, 1]))
-    data = load_data_module(spec_with_data({"source": "range.npz", "num_classes": 2, "input_shape": [2]}),
+    data = load_data_module(spec_with_data({"source": str(tmp_path / "range.npz"), "num_classes": 2, "input_shape": [2]}),
                             tmp_path / "g4")
     with pytest.raises(data.DataError, match=r"range.npz: y\[2\]: label 7 is out of range: NUM_CLASSES is 2"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 # --------------------------------------------------------------------------- image folders
@@ -307,11 +307,11 @@ def test_image_folder_classes_sorted_and_resized(tmp_path: Path) -> None:
     write_images(tmp_path / "imgs", {"b_dog": 3, "a_cat": 4, "c_eel": 3}, size=(6, 5), mode="RGB")
     (tmp_path / "imgs" / "a_cat" / "notes.txt").write_text("not an image")
     (tmp_path / "imgs" / ".ipynb_checkpoints").mkdir()  # hidden folders are not classes
-    spec = spec_with_data({"source": "imgs", "num_classes": 3, "input_shape": [1, 8, 8], "validation_split": 0.2,
+    spec = spec_with_data({"source": str(tmp_path / "imgs"), "num_classes": 3, "input_shape": [1, 8, 8], "validation_split": 0.2,
                            "preprocessing": [{"op": "resize", "size": [8, 8]}, {"op": "scale", "max_value": 255}]})
     data = load_data_module(spec, tmp_path / "gen")
     assert data.FORMAT == "image_folder"
-    splits = data.load_splits(str(tmp_path))
+    splits = data.load_splits()
     assert data.CLASS_NAMES == ["a_cat", "b_dog", "c_eel"]
     x = np.concatenate([splits["train"].x, splits["val"].x])
     y = np.concatenate([splits["train"].y, splits["val"].y])
@@ -323,39 +323,53 @@ def test_image_folder_classes_sorted_and_resized(tmp_path: Path) -> None:
 def test_image_folder_truncated_png_names_the_file(tmp_path: Path) -> None:
     paths = write_images(tmp_path / "imgs", {"a": 2, "b": 2}, size=(32, 32))
     truncate(paths[3], 0.5)
-    spec = spec_with_data({"source": "imgs", "num_classes": 2, "input_shape": [3, 32, 32]})
+    spec = spec_with_data({"source": str(tmp_path / "imgs"), "num_classes": 2, "input_shape": [3, 32, 32]})
     data = load_data_module(spec, tmp_path / "gen")
     with pytest.raises(data.DataError) as err:
-        data.load_splits(str(tmp_path))
+        data.load_splits()
     assert str(paths[3]) in str(err.value) and "cannot read the image" in str(err.value)
 
 
 def test_image_folder_size_mismatch_and_too_many_classes(tmp_path: Path) -> None:
     write_images(tmp_path / "imgs", {"a": 2, "b": 2}, size=(6, 6))
-    spec = spec_with_data({"source": "imgs", "num_classes": 2, "input_shape": [3, 8, 8]})
+    spec = spec_with_data({"source": str(tmp_path / "imgs"), "num_classes": 2, "input_shape": [3, 8, 8]})
     data = load_data_module(spec, tmp_path / "g1")
     with pytest.raises(data.DataError, match=r"img0.png: the image is 6x6 .* add a resize step with size \[8, 8\]"):
-        data.load_splits(str(tmp_path))
-    spec = spec_with_data({"source": "imgs", "num_classes": 1, "input_shape": [3, 6, 6]}, out_features=1)
+        data.load_splits()
+    spec = spec_with_data({"source": str(tmp_path / "imgs"), "num_classes": 1, "input_shape": [3, 6, 6]}, out_features=1)
     data = load_data_module(spec, tmp_path / "g2")
     with pytest.raises(data.DataError, match=r"has 2 class folders but the model predicts 1 classes"):
-        data.load_splits(str(tmp_path))
+        data.load_splits()
 
 
 # --------------------------------------------------------------------------- paths
 
 
-def test_missing_source_and_data_root_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = load_data_module(csv_spec("sub/t.csv"), tmp_path / "gen")
-    with pytest.raises(data.DataError) as err:
-        data.load_splits(str(tmp_path))
-    assert "'sub/t.csv' not found" in str(err.value) and "--data-root" in str(err.value)
-    write_csv(tmp_path / "sub" / "t.csv", ["a", "b", "label"], [[1, 2, 0], [3, 4, 1], [5, 6, 2], [7, 8, 0]])
-    monkeypatch.setenv("FLOWTRAIN_DATA_ROOT", str(tmp_path))
+def test_only_the_pinned_absolute_source_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program reads SOURCE as the absolute path pinned at submission: no relative lookup, no '~',
+    no symbolic link put in after the check (issue 10, finding 1)."""
+    rows = [[1, 2, 0], [3, 4, 1], [5, 6, 2], [7, 8, 0]]
+    write_csv(tmp_path / "sub" / "t.csv", ["a", "b", "label"], rows)
+    monkeypatch.chdir(tmp_path)  # a relative source would be found here: it must still be refused
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for source in ("sub/t.csv", "~/sub/t.csv"):
+        data = load_data_module(csv_spec(source), tmp_path / "gen")
+        with pytest.raises(data.DataError, match="is not an absolute path") as err:
+            data.load_splits()
+        assert repr(source) in str(err.value) and "flowtrain run" in str(err.value)
+
+    pinned = tmp_path / "pinned"
+    pinned.mkdir()
+    write_csv(pinned / "t.csv", ["a", "b", "label"], rows)
+    data = load_data_module(csv_spec(str(pinned / "t.csv")), tmp_path / "gen2")
     assert len(data.load_splits()["train"]) == 3
-    monkeypatch.delenv("FLOWTRAIN_DATA_ROOT")
-    monkeypatch.chdir(tmp_path)
-    assert len(data.load_splits()["val"]) == 1
+    (pinned / "t.csv").unlink()  # swapped for a link to a file the user may not read
+    (pinned / "t.csv").symlink_to(tmp_path / "sub" / "t.csv")
+    with pytest.raises(data.DataError, match="now resolves to .*sub/t.csv: a symbolic link"):
+        data.load_splits()
+    (pinned / "t.csv").unlink()
+    with pytest.raises(data.DataError, match="does not exist"):
+        data.load_splits()
 
 
 # --------------------------------------------------------------------------- the template itself

@@ -114,11 +114,11 @@ def test_bad_data_fails_at_once_naming_the_file(tmp_path: Path) -> None:
     g = GraphBuilder()
     x = g.add("Input", id="input")
     g.add("Output", g.chain(x, ("Linear", {"out_features": 3})), id="output")
-    spec = g.spec("table", "", {"source": "flowers.csv", "format": "csv", "target": "label", "num_classes": 3,
+    spec = g.spec("table", "", {"source": str(tmp_path / "flowers.csv"), "format": "csv", "target": "label", "num_classes": 3,
                                 "input_shape": [2], "validation_split": 0.25}, {"epochs": 1})
     folder = program(spec, tmp_path / "bad")
     rows = ["a,b,label"] + [f"{i},{i + 1},{i % 3}" for i in range(7)] + ["4,oops,1"]
-    (folder / "flowers.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "flowers.csv").write_text("\n".join(rows) + "\n")
     done = run(folder, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "flowers.csv" in done.stderr and "Traceback" not in done.stderr

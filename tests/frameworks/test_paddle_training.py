@@ -140,19 +140,20 @@ def test_bad_data_fails_fast_naming_file_and_row(tmp_path: Path) -> None:
              {"id": "output", "op": "Output"}]
     spec = spec_from_dict({
         "name": "bad_rows",
-        "data": {"source": "table.csv", "target": "label", "num_classes": 2, "input_shape": [2]},
+        "data": {"source": str(data_root / "table.csv"), "target": "label", "num_classes": 2, "input_shape": [2]},
         "model": {"nodes": nodes, "edges": [{"source": "input", "target": "fc"}, {"source": "fc", "target": "output"}]},
         "training": {"epochs": 1},
     })
     folder = write_program(spec, tmp_path / "bad")
-    proc = train(folder, "--data-root", str(data_root), timeout=300)
+    proc = train(folder, timeout=300)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "table.csv" in proc.stderr and "seven" in proc.stderr, proc.stderr
     assert "row" in proc.stderr or "line" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
-    missing = train(folder, "--data-root", str(tmp_path / "nowhere"), timeout=300)
-    assert missing.returncode == 2 and "table.csv" in missing.stderr, missing.stderr
+    (data_root / "table.csv").unlink()
+    missing = train(folder, timeout=300)
+    assert missing.returncode == 2 and "table.csv does not exist" in missing.stderr, missing.stderr
 
 
 # --------------------------------------------------------------------------- fault tolerance
@@ -182,12 +183,9 @@ def test_kill_9_then_restart_ends_like_an_uninterrupted_run(tmp_path: Path) -> N
 
     # a newer checkpoint that was cut short must be skipped with a warning
     checkpoints = out / "checkpoints"
-    newest = max(checkpoints.glob("ckpt-*.json"), key=lambda p: int(p.stem.split("-")[1]))
-    fake = checkpoints / "ckpt-99999"
-    fake.with_suffix(".json").write_text(newest.read_text())
-    data = newest.with_suffix(".pdparams").read_bytes()
-    fake.with_suffix(".pdparams").write_bytes(data[: len(data) // 2])
-    fake.with_suffix(".pdopt").write_bytes(newest.with_suffix(".pdopt").read_bytes())
+    newest = max(checkpoints.glob("ckpt-*.npz"), key=lambda p: int(p.stem.split("-")[1]))
+    data = newest.read_bytes()
+    (checkpoints / "ckpt-99999.npz").write_bytes(data[: len(data) // 2])
 
     resumed = train(folder, "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr[-5000:]

@@ -137,11 +137,11 @@ print(float(np.max(np.abs(session.run(None, {"input": x})[0] - model.forward_num
 
 
 def test_missing_data_file_fails_fast_with_exit_2(tmp_path: Path) -> None:
-    spec = variant(load_spec(EXAMPLE), {"source": "digits/missing.npz", "format": "npz", "preprocessing": [],
+    spec = variant(load_spec(EXAMPLE), {"source": str(tmp_path / "digits" / "missing.npz"), "format": "npz", "preprocessing": [],
                                         "input_shape": [1, 8, 8], "num_classes": 10})
     folder = program(spec, tmp_path / "prog")
     start = time.perf_counter()
-    result = run(folder, "--data-root", str(tmp_path), timeout=120)
+    result = run(folder, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "missing.npz" in result.stderr and "Traceback" not in result.stderr
     assert time.perf_counter() - start < 60
@@ -156,9 +156,9 @@ def test_corrupt_csv_row_is_named_and_fails_with_exit_2(tmp_path: Path) -> None:
              {"id": "output", "op": "Output"}]
     edges = [{"source": "input", "target": "fc"}, {"source": "fc", "target": "output"}]
     spec = PipelineSpec.model_validate({
-        "name": "bad csv", "data": {"source": "table.csv", "num_classes": 3, "input_shape": [4]},
+        "name": "bad csv", "data": {"source": str(tmp_path / "table.csv"), "num_classes": 3, "input_shape": [4]},
         "model": {"nodes": nodes, "edges": edges}, "training": {"epochs": 1}})
-    result = run(program(spec, tmp_path / "prog"), "--data-root", str(tmp_path), timeout=120)
+    result = run(program(spec, tmp_path / "prog"), timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "table.csv" in result.stderr and "row 18" in result.stderr and "'oops'" in result.stderr, result.stderr
 

@@ -149,4 +149,6 @@ def test_downloads_are_bounded_and_never_follow_links(app, portal_env, monkeypat
     labels = [b.label for b in at.get("download_button")]
     assert any("train.py" in label for label in labels)
     assert not any("stolen" in label or "big.bin" in label for label in labels)
-    assert any("not offered here" in i.value and str(run.run_dir) in i.value for i in at.info)
+    assert any("not offered here" in i.value and str(run.run_dir) in i.value
+               and f"python -m flowtrain fetch {run.id} model/big.bin" in i.value for i in at.info)
+    assert any("model/big.bin (5,000 B): over the browser's" in c.value for c in at.caption)

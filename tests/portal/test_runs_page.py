@@ -53,7 +53,7 @@ def _buttons(at) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("framework, suffixes", [("torch", (".pt",)), ("keras", (".npz",)),
-                                                 ("paddle", (".pdparams", ".pdopt", ".json"))])
+                                                 ("paddle", (".npz",))])
 def test_the_checkpoint_files_are_read_from_the_runs_own_program(tmp_path, framework, suffixes):
     generate(zoo.template("mlp"), framework).write(tmp_path)
     assert checkpoint_suffixes(tmp_path / "train.py") == suffixes
@@ -63,11 +63,10 @@ def test_the_last_complete_checkpoint_is_found(tmp_path):
     generate(zoo.template("mlp"), "paddle").write(tmp_path)
     folder = tmp_path / "checkpoints"
     folder.mkdir()
-    for name in ("ckpt-100.pdparams", "ckpt-100.pdopt", "ckpt-100.json", "ckpt-200.pdparams", "ckpt-200.pdopt"):
-        (folder / name).write_bytes(b"x")  # 200 has no .json: the program never finished writing it
+    for name in ("ckpt-100.npz", "ckpt-200.npz.tmp"):
+        (folder / name).write_bytes(b"x")  # 200 is still a temporary file: the program never finished writing it
     ckpt = last_checkpoint(tmp_path)
-    assert ckpt is not None and ckpt.step == 100 and [f.name for f in ckpt.files] == \
-        ["ckpt-100.pdparams", "ckpt-100.pdopt", "ckpt-100.json"]
+    assert ckpt is not None and ckpt.step == 100 and [f.name for f in ckpt.files] == ["ckpt-100.npz"]
     assert last_checkpoint(tmp_path / "nowhere") is None
 
 

@@ -65,6 +65,22 @@ sys.exit(3)
 """
 
 
+# Writes what a training program writes: a folder with a file in it, and a file beside it.
+WRITES_OUTPUTS = """\
+import os
+os.makedirs("checkpoints", exist_ok=True)
+open("checkpoints/ckpt-1.npz", "w").write("x")
+open("metrics.jsonl", "w").write("{}")
+print("wrote", flush=True)
+"""
+
+
+def file_modes(run_dir: Path) -> dict[str, int]:
+    """Permission bits of what a job wrote in ``run_dir`` (the program file the test put there left out)."""
+    return {str(p.relative_to(run_dir)): p.stat().st_mode & 0o777 for p in sorted(run_dir.rglob("*"))
+            if p.name != "train.py"}
+
+
 def make_job(tmp_path: Path, name: str, program: str = PROGRAM, code: int | None = None, cpus: int = 1,
              gpus: int = 0) -> JobRequest:
     run_dir = tmp_path / name
@@ -354,3 +370,18 @@ def test_paddle_launcher_logs_stay_out_of_the_run_directory(executor: LocalExecu
     log_dir = Path(argv[argv.index("--log_dir") + 1])
     assert argv[1:3] == ["-m", "paddle.distributed.launch"]
     assert not log_dir.is_relative_to(req.run_dir) and log_dir.is_relative_to(executor.state_dir)
+
+
+def test_a_jobs_files_are_private_whatever_the_callers_umask(executor: LocalExecutor, tmp_path: Path) -> None:
+    """0700 folders and 0600 files, the log included, even from a caller with umask 022."""
+    old = os.umask(0o022)
+    try:
+        req = make_job(tmp_path, "private", program=WRITES_OUTPUTS)
+        job_id = executor.submit(req)
+        wait_state(executor, job_id, RunState.COMPLETED)
+    finally:
+        os.umask(old)
+    modes = file_modes(Path(req.run_dir))
+    assert modes == {"checkpoints": 0o700, "checkpoints/ckpt-1.npz": 0o600, "metrics.jsonl": 0o600,
+                     "run.log": 0o600}, {k: oct(v) for k, v in modes.items()}
+

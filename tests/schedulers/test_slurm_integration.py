@@ -175,6 +175,48 @@ def test_job_environment_lacks_the_portals_secrets(ex: SlurmExecutor, tmp_path: 
     assert not extra and "SLURM_GET_USER_ENV" not in env, sorted(extra)
 
 
+def test_a_jobs_files_are_private(ex: SlurmExecutor, tmp_path: Path) -> None:
+    """0700 folders and 0600 files, Slurm's log included, even when the portal's umask is 022."""
+    from tests.schedulers.test_local import WRITES_OUTPUTS, file_modes
+
+    old = os.umask(0o022)
+    try:
+        request = make_request(tmp_path, WRITES_OUTPUTS, name="private")
+        job_id = ex.submit(request)
+    finally:
+        os.umask(old)
+    status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))
+    assert status.state is RunState.COMPLETED, ex.log_path(job_id)
+    modes = file_modes(request.run_dir)
+    assert modes == {"checkpoints": 0o700, "checkpoints/ckpt-1.npz": 0o600, "metrics.jsonl": 0o600,
+                     "job.sbatch": 0o600, f"slurm-{job_id}.out": 0o600}, {k: oct(v) for k, v in modes.items()}
+
+
+@pytest.mark.frameworks
+@pytest.mark.ddp
+def test_a_two_process_paddle_job_leaves_no_environment_in_its_run_directory(
+        cmd_ex: SlurmExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """paddle.distributed.launch writes each worker's environment (backup_env.N.json, envlog.N) into its
+    log folder: the job script gives it a private folder outside the run directory, and no file of
+    the run holds a secret of the portal's environment."""
+    from core.codegen import generate
+    from tests.data.fixtures import spec_with_data
+
+    monkeypatch.setenv("PORTAL_DB_PASSWORD", "hunter2-secret")
+    run_dir = tmp_path / "paddle-run"
+    generate(spec_with_data({"source": "sklearn:iris"}), "paddle").write(run_dir)
+    request = JobRequest(run_dir=run_dir, name=f"{TEST_JOB_PREFIX}-paddle-env", framework="paddle",
+                         resources=Resources(time_limit_min=10, tasks_per_node=2), args=("--max-steps", "2"))
+    job_id = cmd_ex.submit(request)
+    status = wait_state(cmd_ex, job_id, *(s for s in RunState if s.is_final), timeout=300)
+    log = (run_dir / f"slurm-{job_id}.out").read_text(errors="replace")
+    assert status.state is RunState.COMPLETED, log[-3000:]
+    assert "paddle.distributed.launch" in (run_dir / "job.sbatch").read_text()
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.name.startswith(("backup_env", "envlog"))]
+    assert not [p for p in files if b"hunter2-secret" in p.read_bytes() or b"PORTAL_DB_PASSWORD" in p.read_bytes()]
+
+
 def test_exit_3_is_failed_with_exit_code_3(ex: SlurmExecutor, tmp_path: Path, kind: str) -> None:
     job_id = ex.submit(make_request(tmp_path, "import sys\nprint('bye')\nsys.exit(3)\n", name="exit3"))
     status = wait_state(ex, job_id, *(s for s in RunState if s.is_final))

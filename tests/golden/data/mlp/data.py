@@ -51,7 +51,7 @@ class Split:
 Where = Callable[[int], str]  # sample index -> "file row 7 (line 8)" for error messages
 
 
-def load_splits(data_root: str | None = None) -> dict[str, Split]:
+def load_splits() -> dict[str, Split]:
     """Load SOURCE, check it, and return the "train" (and "val", "test") splits, preprocessed."""
     x, labels, where = _load_builtin()
     if len(labels) == 0:
