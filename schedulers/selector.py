@@ -101,6 +101,7 @@ class Candidate:
     wait_s: float | None = None  # expected wait before the job starts (None: unknown)
     train_s: float | None = None  # start-up + epochs x samples / samples_per_s
     finish_s: float | None = None  # wait (UNKNOWN_WAIT_S when unknown) + train_s: the ranking's time to result
+    hardware: str = ""  # the partition's kind of nodes (measurements are shared by partitions of one kind)
 
     @property
     def feasible(self) -> bool:
@@ -408,7 +409,7 @@ def _estimate(spec: PipelineSpec, analysis: Analysis, book: SpeedBook,
     wait = util.expected_wait_s(res.nodes, gpus, cpus, mem)
     return {"samples_per_s": speed.samples_per_s, "speed_source": speed.source, "speed_note": speed.note,
             "measured_at": speed.measured_at, "wait_s": wait, "train_s": train_s,
-            "finish_s": (UNKNOWN_WAIT_S if wait is None else wait) + train_s}
+            "finish_s": (UNKNOWN_WAIT_S if wait is None else wait) + train_s, "hardware": util.hardware}
 
 
 def _short(problem: Problem) -> str:
