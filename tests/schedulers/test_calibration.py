@@ -138,19 +138,27 @@ def test_run_calibrates_first_when_the_setting_asks(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fill(slurm_cluster: DevCluster) -> Iterator[Any]:
-    """Fill a partition with one sleeping job holding all its nodes; cancelled at the end."""
+    """Fill a partition: on each of its nodes a sleeping job takes every CPU still idle (other jobs
+    may share the dev cluster, so whole-node jobs could wait behind them); cancelled at the end."""
     cmds = slurm_cluster.commands
     jobs: list[str] = []
 
-    def hold(partition: str, nodes: int, minutes: int) -> str:
-        out = cmds.run(["sbatch", "--parsable", f"--job-name={TEST_JOB_PREFIX}-fill-{partition}", "-p", partition,
-                        f"-N{nodes}", "--exclusive", "-t", str(minutes), "-o", "/dev/null", "--wrap",
-                        f"sleep {minutes * 60}"], clean_job_env=True).stdout
-        job_id = out.strip().split(";")[0]
-        jobs.append(job_id)
-        wait_until(lambda: (j := cmds.show_job(job_id)) is not None and j.state.value == "RUNNING", timeout=60,
-                   message=f"the filling job {job_id} to run")
-        return job_id
+    def hold(partition: str, minutes: int) -> list[str]:
+        mine = []
+        for node in cmds.nodes():
+            idle = node.cpus - node.alloc_cpus
+            if partition not in node.partitions or not node.available or idle <= 0:
+                continue
+            out = cmds.run(["sbatch", "--parsable", f"--job-name={TEST_JOB_PREFIX}-fill-{node.name}", "-p", partition,
+                            f"--nodelist={node.name}", "-N1", "-n1", f"-c{idle}", "--mem=100", "-t", str(minutes),
+                            "-o", "/dev/null", "--wrap", f"sleep {minutes * 60}"], clean_job_env=True).stdout
+            mine.append(out.strip().split(";")[0])
+        jobs.extend(mine)
+        wait_until(lambda: all((j := cmds.show_job(job_id)) is not None and j.state.value == "RUNNING"
+                               for job_id in mine), timeout=120,
+                   message=lambda: f"the filling jobs {mine} to run: "
+                   + cmds.run(["squeue", "-o", "%i %P %j %T %R %C %N"]).stdout)
+        return mine
 
     try:
         yield hold
@@ -164,9 +172,9 @@ def fill(slurm_cluster: DevCluster) -> Iterator[Any]:
 @pytest.mark.slow
 def test_slurm_calibration_picks_the_measured_fastest_and_moves_when_busy(
         tmp_path: Path, slurm_cluster: DevCluster, fill: Any) -> None:
-    """All idle: `auto` takes the measured fastest, measured by Slurm jobs (partitions cpu and gpu
-    share their kind of node, so one job per framework serves both). Partition cpu (n1, n2) held
-    for 30 min: the choice moves to gpu, where it finishes soonest. `--framework` still wins."""
+    """Idle: `auto` takes the measured fastest, measured by Slurm jobs (partitions cpu and gpu share
+    their kind of node, so one job per framework serves both). Every CPU of partition cpu (n1, n2)
+    held for 30 min: the choice moves to gpu, where it finishes soonest. `--framework` still wins."""
     env = cli_env(tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
     spec = spec_file(tmp_path)
     doc = calibrate(env, spec, "slurm")
@@ -181,9 +189,9 @@ def test_slurm_calibration_picks_the_measured_fastest_and_moves_when_busy(
 
     idle = select(env, spec, "slurm")
     fastest = check_picks_the_fastest(idle)
-    assert idle["partition"] == "cpu"  # the default partition breaks the tie between the same nodes
+    assert idle["candidates"][0]["can_start_now"] and idle["candidates"][0]["wait_s"] == 0
 
-    fill("cpu", 2, 30)
+    fill("cpu", 30)
     busy = select(env, spec, "slurm")
     feasible = measured(busy)
     assert (busy["framework"], busy["partition"]) == (fastest, "gpu"), busy["reasons"]
