@@ -282,7 +282,7 @@ def _speed_words(c: Candidate, short: bool = False) -> str:
 
 
 def comparison_line(ranked: Sequence[Candidate]) -> str:
-    """The feasible choices' speeds and times in rank order, one per framework and partition:
+    """Each framework's best feasible choice, its speed and time to result, in rank order:
     ``time to result: keras on cpu: 2,130 samples/s measured, done in ~4 min; torch on cpu: 1,760, ~5 min``."""
     firsts: dict[str, Candidate] = {}
     for c in ranked:
