@@ -2,13 +2,13 @@
 
 ``spec`` (schema, templates, template, validate, summary, ops), ``codegen`` (generate,
 support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
-sweeps), ``equivalence``
-(check-equivalence) and ``export`` (export-onnx). ``flowtrain.py`` wires them together (:data:`COMMAND_MODULES`).
+sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence) and ``export``
+(export-onnx). ``flowtrain.py`` wires them together (:data:`COMMAND_MODULES`).
 """
 
 from __future__ import annotations
 
-from cli import codegen, equivalence, export, runs, spec, sweeps
+from cli import calibrate, codegen, equivalence, export, runs, spec, sweeps
 
 # In the order `python -m flowtrain --help` lists them.
-COMMAND_MODULES = (spec, codegen, runs, sweeps, equivalence, export)
+COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, export)

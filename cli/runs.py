@@ -33,6 +33,8 @@ from settings.access import acting_user, listing_user
 
 FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
 SCHEDULER_HELP = "default: FLOWTRAIN_SCHEDULER, else the settings file (FLOWTRAIN_CONFIG), else local"
+CALIBRATE_HELP = ("first run calibration jobs where no fresh speed measurement is cached (default: the setting "
+                  "[selector] calibrate, FLOWTRAIN_CALIBRATE)")
 
 
 class SchedulerUnavailable(FlowTrainError):
@@ -77,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("spec")
     p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help=SCHEDULER_HELP)
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto")
+    p.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_scheduler_errors(cmd_select))
 
@@ -85,6 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto",
                    help="auto: let the selector choose (the spec's framework counts as a preference)")
     p.add_argument("--scheduler", choices=SCHEDULERS, default=None, help=SCHEDULER_HELP)
+    p.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
     p.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 only if COMPLETED")
     p.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
@@ -234,7 +238,8 @@ def cmd_select(args: argparse.Namespace) -> int:
     settings = load_settings()
     spec = load_spec(args.spec)
     selection = plan(spec, scheduler=args.scheduler, framework=args.framework, executors=Executors(settings.home),
-                     settings=settings)
+                     settings=settings, calibrate=args.calibrate or None,
+                     on_event=lambda text: print(text, file=sys.stderr))
     if args.json:
         print(json.dumps(selection.to_dict(), indent=2))
     else:
@@ -249,12 +254,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     registry = RunRegistry(home=settings.home)
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
-    run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
-                     executors=executors, args=extra, settings=settings)
     out = sys.stderr if args.json else sys.stdout
+    run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
+                     executors=executors, args=extra, settings=settings, calibrate=args.calibrate or None,
+                     on_event=lambda text: print(text, file=out))
     reasons = (run.selection or {}).get("reasons", [])
-    if reasons:
-        print(reasons[0], file=out)
+    for line in reasons[:2]:  # the choice, and each framework's speed and time to result
+        print(line, file=out)
     print(f"run {run.id}: {run.framework} on {run.scheduler}"
           + (f" partition {run.partition}" if run.scheduler != "local" else "")
           + f", job {run.job_id}, {run.state.value}", file=out)

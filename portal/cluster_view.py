@@ -136,6 +136,7 @@ def frameworks_section(settings: Settings, user: str) -> list[Any] | None:
 
 def selector_section(ed: Editor, settings: Settings, executors: Any, reports: list[Any] | None) -> None:
     from schedulers.launch import plan
+    from schedulers.selector import duration_words
 
     st.subheader("Framework for the current pipeline")
     try:
@@ -149,7 +150,7 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
     with st.spinner("Choosing…"):
         try:
             sel = plan(spec, scheduler=settings.scheduler, executors=executors, settings=settings,
-                       reports=reports)
+                       reports=reports, calibrate=False)  # a page view never starts calibration jobs
         except (FlowTrainError, SchedulerError) as err:
             st.error(str(err))
             return
@@ -163,7 +164,13 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
         "rank": c.rank or "–", "framework": c.framework, "partition": c.partition, "feasible": c.feasible,
         "installed": c.installed, "version": c.version or "–", "build": c.build, "all ops supported": c.supported,
         "starts now": c.can_start_now, "idle GPUs": c.idle_gpus, "idle CPUs": c.idle_cpus,
-        "pending": c.pending_jobs, "why": c.reason} for c in sel.candidates]), hide_index=True)
+        "pending": c.pending_jobs, "samples/s": round(c.samples_per_s) if c.samples_per_s else None,
+        "speed from": {"measured": "calibration job", "model": "MACs model"}.get(c.speed_source, "–"),
+        "expected wait": duration_words(c.wait_s) if c.wait_s is not None else ("unknown" if c.finish_s else "–"),
+        "time to result": duration_words(c.finish_s) if c.finish_s is not None else "–",
+        "why": c.reason} for c in sel.candidates]), hide_index=True)
+    st.caption("Speeds come from calibration jobs of this pipeline (`python -m flowtrain calibrate SPEC`) or, "
+               "until one has run, from the MACs model; see docs/selector.md.")
 
 
 def page(ed: Editor, settings: Settings, user: str) -> None:

@@ -27,9 +27,10 @@ from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
 from schedulers.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
+from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation
 from settings import SCHEDULERS, Settings, load_settings
-from settings.access import pin_source
+from settings.access import os_user, pin_source
 
 if TYPE_CHECKING:
     from schedulers.accounting import Accounting
@@ -128,12 +129,19 @@ def plan(
     reports: Sequence[EnvironmentReport] | None = None,
     refresh: bool = False,
     slurm_user: str | None = None,
+    calibrate: bool | None = None,
+    user: str | None = None,
+    on_event: Callable[[str], Any] | None = None,
 ) -> Selection:
-    """Discovery (cached) + the scheduler's utilisation (+ accounting on Slurm) + :func:`select`.
+    """Discovery (cached) + the scheduler's utilisation (+ accounting on Slurm) + :func:`select`, with
+    the speeds cached under the home folder (:mod:`schedulers.speed`).
 
     ``framework``: ``None``/``"auto"`` lets the selector choose (``spec.training.framework`` counts
     as a preference); a framework name is required, not preferred. ``slurm_user``: whose accounts and
-    limits apply (default: the user the Slurm transport submits as).
+    limits apply (default: the user the Slurm transport submits as). ``calibrate``: first run
+    calibration jobs for the feasible candidates without a fresh measurement (default: the setting
+    ``[selector] calibrate = "missing"``), as ``user`` (default: the OS user) whose data the spec reads;
+    ``on_event`` hears their progress.
     """
     settings = settings or load_settings()
     scheduler = scheduler or settings.scheduler
@@ -145,7 +153,26 @@ def plan(
     util = utilisation_for(scheduler, executors)
     accounting = accounting_for(executors, slurm_user) if scheduler == "slurm" else None
     require = None if framework in (None, "auto") else framework
-    return select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting)
+    speeds = speed_book(settings)
+    selection = select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting,
+                       speeds=speeds)
+    if calibrate is None:
+        calibrate = settings.selector.calibrate == "missing"
+    if not calibrate or all(c.speed_source == "measured" for c in selection.candidates if c.feasible):
+        return selection
+    from schedulers.calibration import calibrate_selection
+
+    pinned = pin_source(spec, user or os_user(), settings)
+    calibrate_selection(pinned, analysis or validate(pinned), selection, scheduler=scheduler, executors=executors,
+                        settings=settings, on_event=on_event)
+    util = utilisation_for(scheduler, executors)  # calibration took a while
+    return select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting,
+                  speeds=speeds)
+
+
+def speed_book(settings: Settings) -> SpeedBook:
+    """The measurements cached under the settings' home, with their age limit."""
+    return SpeedBook(SpeedCache(settings.home), max_age_s=settings.selector.max_age_days * 86400)
 
 
 def submit_run(
@@ -160,6 +187,8 @@ def submit_run(
     args: Sequence[str] = (),
     job_name: str | None = None,
     settings: Settings | None = None,
+    calibrate: bool | None = None,
+    on_event: Callable[[str], Any] | None = None,
 ) -> Run:
     """Pin the data source, choose (unless ``selection`` is given), generate into a new run
     directory, submit, record.
@@ -168,6 +197,8 @@ def submit_run(
     a source outside the user's data roots is refused (:class:`~core.errors.SpecError` at
     ``data.source``) before anything is created, and the resolved absolute path is what the
     registry stores and the generated program reads.
+
+    ``calibrate``/``on_event``: as for :func:`plan` (calibration jobs first where no measurement is cached).
 
     ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
     run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
@@ -180,7 +211,8 @@ def submit_run(
     executors = executors or Executors(registry.home)
     analysis = validate(spec)
     selection = (selection or plan(spec, scheduler=scheduler, framework=framework, analysis=analysis,
-                                   executors=executors, settings=settings)).require()
+                                   executors=executors, settings=settings, calibrate=calibrate, user=user,
+                                   on_event=on_event)).require()
     framework_name = str(selection.framework)
     partition = None if scheduler == "local" else selection.partition
     run = registry.create_run(

@@ -7,9 +7,15 @@ Every (framework, partition) pair is a :class:`Candidate`. The policy, in order:
    the partition's limits (MaxNodes, MaxTime, MaxCPUsPerNode, MaxMemPerNode/MaxMemPerCPU; the reason
    names the limit), and the partition has enough nodes with enough GPUs/CPUs/memory *in total*
    (down and drained nodes excluded).
-2. **Soonest start** — the partition can start the job now (enough idle GPUs/CPUs on enough
-   nodes), then fewer pending jobs, then a CUDA build when GPUs are requested.
-3. **The user's preference** — ``spec.training.framework`` unless ``auto`` (or ``preferred``).
+2. **Soonest finish** — the estimated time to result: the expected start (0 when enough GPUs/CPUs
+   are idle on enough nodes now, else when the running jobs' time limits release them:
+   :meth:`~schedulers.utilisation.PartitionUtilisation.expected_wait_s`; :data:`UNKNOWN_WAIT_S` when
+   not known) + the program's start-up + epochs x training samples / samples per second. The speed is
+   the one measured by a calibration job of this graph on the partition's kind of nodes, or the MACs
+   model until one exists (:mod:`schedulers.speed`, docs/selector.md). Then fewer pending jobs, then
+   a CUDA build when GPUs are requested.
+3. **The user's preference** — ``spec.training.framework`` unless ``auto`` (or ``preferred``), among
+   choices that finish equally soon (e.g. all from the same MACs model).
 
 Then a fixed order (torch, keras, paddle) and more idle capacity break ties, so the choice is
 deterministic. The reasons come back in words (one line per candidate) and as data.
@@ -31,9 +37,12 @@ from core.validate import Analysis, validate
 from schedulers.accounting import Accounting
 from schedulers.base import Resources
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
+from schedulers.speed import Speed, SpeedBook, planned_train_samples
 from schedulers.utilisation import PartitionUtilisation
 
 LOCAL_PARTITION = "local"
+UNKNOWN_WAIT_S = 3600.0  # a start time the utilisation cannot tell (no end time of the jobs in the way)
+ASSUMED_TRAIN_SAMPLES = 10_000  # when neither the spec nor a measurement says how many samples an epoch has
 SupportCheck = Callable[[Analysis, str], list[Problem]]
 
 
@@ -85,6 +94,14 @@ class Candidate:
     reason: str = ""
     module: str | None = None  # the Lmod module the environment loads
     modulepath: tuple[str, ...] = ()
+    samples_per_s: float | None = None  # training speed (measured or from the MACs model)
+    speed_source: str = ""  # "measured" | "model" | "" (no estimate: not installed / cannot fit)
+    speed_note: str = ""  # how the model's rate was found, or why a measurement was not used
+    measured_at: float | None = None
+    wait_s: float | None = None  # expected wait before the job starts (None: unknown)
+    train_s: float | None = None  # start-up + epochs x samples / samples_per_s
+    finish_s: float | None = None  # wait (UNKNOWN_WAIT_S when unknown) + train_s: the ranking's time to result
+    hardware: str = ""  # the partition's kind of nodes (measurements are shared by partitions of one kind)
 
     @property
     def feasible(self) -> bool:
@@ -236,7 +253,44 @@ def _words(c: Candidate, res: Resources) -> str:
         extra.append("a CPU build: the requested GPUs would sit idle")
     if c.preferred:
         extra.append("your preferred framework")
-    return f"{head}: {what}, {start}; {load}" + (f"; {', '.join(extra)}" if extra else "")
+    return f"{head}: {what}, {start}; {load}; {_speed_words(c)}" + (f"; {', '.join(extra)}" if extra else "")
+
+
+def duration_words(seconds: float) -> str:
+    """``~45 s``, ``~4 min``, ``~2.5 h``, ``~3 days``."""
+    if seconds < 90:
+        return f"~{max(seconds, 1):.0f} s"
+    if seconds < 90 * 60:
+        return f"~{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"~{seconds / 3600:.1f} h"
+    return f"~{seconds / 86400:.0f} days"
+
+
+def _speed_words(c: Candidate, short: bool = False) -> str:
+    """``2,130 samples/s measured, done in ~4 min`` (or ``… from the MACs model``)."""
+    if c.samples_per_s is None or c.finish_s is None:
+        return "no speed estimate"
+    rate = f"{c.samples_per_s:,.0f}" if c.samples_per_s >= 10 else f"{c.samples_per_s:.2g}"
+    how = "measured" if c.speed_source == "measured" else "from the MACs model"
+    wait = "" if c.wait_s == 0 else (" (start unknown, counted as " + duration_words(UNKNOWN_WAIT_S) + ")"
+                                      if c.wait_s is None else f" (after a wait of {duration_words(c.wait_s)})")
+    if short:
+        return f"{rate}{' (model)' if c.speed_source != 'measured' else ''}, {duration_words(c.finish_s)}"
+    note = f" [{c.speed_note}]" if c.speed_note and c.speed_source != "measured" else ""
+    return f"{rate} samples/s {how}, done in {duration_words(c.finish_s)}{wait}{note}"
+
+
+def comparison_line(ranked: Sequence[Candidate]) -> str:
+    """Each framework's best feasible choice, its speed and time to result, in rank order:
+    ``time to result: keras on cpu: 2,130 samples/s measured, done in ~4 min; torch on cpu: 1,760, ~5 min``."""
+    firsts: dict[str, Candidate] = {}
+    for c in ranked:
+        if c.rank is not None:
+            firsts.setdefault(c.framework, c)  # each framework's best choice
+    parts = [f"{c.framework} on {c.partition}: " + _speed_words(c, short=i > 0).split(" [")[0]
+             for i, c in enumerate(firsts.values())]
+    return "time to result: " + "; ".join(parts)
 
 
 def select(
@@ -250,6 +304,7 @@ def select(
     require: str | None = None,
     support: SupportCheck | None = None,
     accounting: Accounting | None = None,
+    speeds: SpeedBook | None = None,
 ) -> Selection:
     """Choose framework and partition for ``spec`` (see the module docstring for the policy).
 
@@ -259,6 +314,8 @@ def select(
     be chosen. ``support``: ``(analysis, framework) -> problems`` (tests inject one). ``accounting``:
     the submitting user's associations and QoS (:mod:`schedulers.accounting`); a partition where the
     cluster would refuse the request's account, QoS or size is infeasible, with the limit named.
+    ``speeds``: cached measurements and the MACs model (:class:`schedulers.speed.SpeedBook`; default:
+    the MACs model's default rates only).
     """
     if analysis is None:
         analysis = validate(spec)
@@ -271,6 +328,7 @@ def select(
     want_partition = spec.training.resources.partition if scheduler != "local" else None
     check = support or _default_support
     unsupported = {fw: [_short(p) for p in check(analysis, fw)] for fw in FRAMEWORKS}
+    book = speeds or SpeedBook(cache=None)
 
     candidates: list[Candidate] = []
     for part_name in sorted(utilisation):
@@ -301,6 +359,7 @@ def select(
                 preferred=fw == preferred, allowed=not excluded,
                 module=best[0].environment.module if best else None,
                 modulepath=best[0].environment.modulepath if best else (),
+                **(_estimate(spec, analysis, book, best, util, res) if best and not problem else {}),
             ))
 
     order = {fw: i for i, fw in enumerate(FRAMEWORKS)}
@@ -309,8 +368,8 @@ def select(
         # Ties: GPU jobs go where most GPUs are idle; CPU jobs to the default partition, then where
         # most CPUs are idle (they should not take GPU nodes needlessly).
         spare = (-c.idle_gpus, -c.idle_cpus) if gpus else (not c.default_partition, -c.idle_cpus)
-        return (not c.can_start_now, c.pending_jobs, not c.gpu_build_ok, not c.preferred, order[c.framework],
-                *spare, c.partition)
+        return (c.finish_s if c.finish_s is not None else float("inf"), c.pending_jobs, not c.gpu_build_ok,
+                not c.preferred, order[c.framework], *spare, c.partition)
 
     feasible = sorted((c for c in candidates if c.feasible), key=key)
     ranks = {(c.framework, c.partition): i + 1 for i, c in enumerate(feasible)}
@@ -329,10 +388,28 @@ def select(
         return Selection(None, None, None, None, lines, ranked, res)
 
     best = ranked[0]
-    lines = [_headline(best, ranked, preferred, res)]
+    lines = [_headline(best, ranked, preferred, res), comparison_line(ranked)]
     lines += [f"  - {c.reason}" for c in ranked]
     return Selection(best.framework, best.partition, best.environment, best.python, lines, ranked, res,
                      module=best.module, modulepath=best.modulepath)
+
+
+def _estimate(spec: PipelineSpec, analysis: Analysis, book: SpeedBook,
+              best: tuple[EnvironmentReport, FrameworkInfo], util: PartitionUtilisation,
+              res: Resources) -> dict[str, Any]:
+    """The candidate's speed, expected wait and time to result (Candidate fields)."""
+    report, info = best
+    env = report.environment
+    gpus, cpus, mem = _per_node(res)
+    speed: Speed = book.speed(spec, analysis, info.name, info.version, env.name, env.python, env.module,
+                              util.hardware, res, info.cuda)
+    samples = spec.training.samples_per_epoch or speed.train_samples or planned_train_samples(spec) \
+        or ASSUMED_TRAIN_SAMPLES
+    train_s = speed.startup_s + spec.training.epochs * samples / max(speed.samples_per_s, 1e-9)
+    wait = util.expected_wait_s(res.nodes, gpus, cpus, mem)
+    return {"samples_per_s": speed.samples_per_s, "speed_source": speed.source, "speed_note": speed.note,
+            "measured_at": speed.measured_at, "wait_s": wait, "train_s": train_s,
+            "finish_s": (UNKNOWN_WAIT_S if wait is None else wait) + train_s, "hardware": util.hardware}
 
 
 def _short(problem: Problem) -> str:
@@ -348,6 +425,10 @@ def _with(c: Candidate, **changes: Any) -> Candidate:
 def _headline(best: Candidate, ranked: list[Candidate], preferred: str | None, res: Resources) -> str:
     gpus, _, _ = _per_node(res)
     why = []
+    others = [c.finish_s for c in ranked if c.rank is not None and c.framework != best.framework
+              and c.finish_s is not None]
+    if best.finish_s is not None and others and best.finish_s < 0.99 * min(others):
+        why.append(f"it finishes soonest ({_speed_words(best).split(' [')[0]})")
     if best.can_start_now:
         idle = f"{best.idle_gpus} idle GPUs" if gpus else f"{best.idle_cpus} idle CPUs"
         why.append(f"it can start now ({idle}, {best.pending_jobs} pending)")

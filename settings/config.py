@@ -52,6 +52,15 @@ reaches the port could name any user. Deployment: README, section "Deployment".
                                        # expires), "env" ($SLURM_JWT) or a file holding it;
                                        # FLOWTRAIN_SLURM_REST_TOKEN overrides
 
+    [selector]                         # the framework selector's speed measurements (docs/selector.md)
+    calibrate = "missing"              # "never" (default): rank by cached measurements or the MACs
+                                       # model; "missing": run calibration jobs first where none is
+                                       # cached or it is stale; FLOWTRAIN_CALIBRATE overrides
+    max_age_days = 30                  # a measurement older than this is stale
+    steps = 20                         # optimizer steps a calibration job times (after 3 warm-up ones)
+    time_limit_min = 10                # the calibration job's time limit
+    queue_wait_s = 600                 # give up (and cancel) a calibration job not started by then
+
 Relative paths are resolved against the folder of the config file (or the working directory when
 there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
 errors: a misspelt setting must not be silently ignored.
@@ -79,6 +88,8 @@ ENVIRONMENTS_ENV = "FLOWTRAIN_ENVIRONMENTS"
 TRANSPORT_ENV = "FLOWTRAIN_SLURM_TRANSPORT"
 REST_URL_ENV = "FLOWTRAIN_SLURM_REST_URL"
 REST_TOKEN_ENV = "FLOWTRAIN_SLURM_REST_TOKEN"
+CALIBRATE_ENV = "FLOWTRAIN_CALIBRATE"
+CALIBRATE_MODES = ("never", "missing")
 SLURM_TRANSPORTS = ("auto", "commands", "pyslurm", "rest")
 DEFAULT_HOME = "var"
 DEFAULT_DATA_ROOT = "data"
@@ -128,6 +139,17 @@ class SlurmSettings:
 
 
 @dataclass(frozen=True)
+class SelectorSettings:
+    """Calibration of the framework selector's speeds (:mod:`schedulers.calibration`)."""
+
+    calibrate: str = "never"  # one of CALIBRATE_MODES
+    max_age_days: float = 30.0
+    steps: int = 20
+    time_limit_min: int = 10
+    queue_wait_s: float = 600.0
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     data_roots: tuple[str, ...]  # absolute; may contain "{user}"
@@ -141,13 +163,15 @@ class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     config_path: Path | None = None
     portal_address: str = DEFAULT_ADDRESS
+    selector: SelectorSettings = field(default_factory=SelectorSettings)
 
     @property
     def runs_dir(self) -> Path:
         return self.home / "runs"
 
 
-_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "portal", "slurm"}
+_TOP_KEYS = {"home", "scheduler", "environments_file", "data", "auth", "portal", "slurm", "selector"}
+_SELECTOR_KEYS = {"calibrate", "max_age_days", "steps", "time_limit_min", "queue_wait_s"}
 _SLURM_KEYS = {"transport", "rest_url", "rest_token"}
 _DATA_KEYS = {"roots", "builtin_datasets", "users"}
 _AUTH_KEYS = {"mode", "header", "local_users", "proxy_secret_file", "proxy_secret_header", "trusted_proxies",
@@ -204,6 +228,7 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         slurm=_slurm(doc, env, base, work_dir, where),
         config_path=config_path,
         portal_address=_portal_address(doc, where),
+        selector=_selector(doc, env, where),
     )
 
 
@@ -252,6 +277,25 @@ def _slurm(doc: Mapping[str, Any], env: Mapping[str, str], base: Path, work_dir:
         raise ConfigError(f"{source} = \"rest\" needs the address of slurmrestd: set slurm.rest_url in the "
                           f"settings file or {REST_URL_ENV} (e.g. http://127.0.0.1:6820)")
     return SlurmSettings(transport=transport, rest_url=url, rest_token=token, source=source)
+
+
+def _selector(doc: Mapping[str, Any], env: Mapping[str, str], where: str) -> SelectorSettings:
+    table = _table(doc, "selector", where)
+    _check_keys(table, _SELECTOR_KEYS, "selector.", where)
+    mode = env.get(CALIBRATE_ENV) or _get(table, "calibrate", str, "never", where, "selector.")
+    if mode not in CALIBRATE_MODES:
+        origin = CALIBRATE_ENV if env.get(CALIBRATE_ENV) else f"{where}: selector.calibrate"
+        raise ConfigError(f"{origin} = {mode!r} is not known; expected \"never\" or \"missing\"")
+    numbers = {}
+    for key, kind, default in (("max_age_days", (int, float), 30.0), ("steps", int, 20),
+                               ("time_limit_min", int, 10), ("queue_wait_s", (int, float), 600.0)):
+        value = _get(table, key, kind, default, where, "selector.")
+        if isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{where}: selector.{key} = {value!r}; expected a positive number")
+        numbers[key] = value
+    return SelectorSettings(calibrate=mode, max_age_days=float(numbers["max_age_days"]), steps=int(numbers["steps"]),
+                            time_limit_min=int(numbers["time_limit_min"]),
+                            queue_wait_s=float(numbers["queue_wait_s"]))
 
 
 def _config_doc(path: str | Path | None, env: Mapping[str, str], work_dir: Path) -> tuple[Path | None, dict[str, Any]]:

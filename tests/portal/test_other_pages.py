@@ -198,6 +198,10 @@ def test_cluster_page_charts_frameworks_and_choice(app):
     assert any(s.value.startswith("**torch** on partition **local**") for s in at.success)
     ranked = at.dataframe[3].value
     assert ranked.iloc[0]["framework"] == "torch" and ranked.iloc[0]["rank"] == 1
+    # No calibration job has run in this home: every speed is the MACs model's, and said so.
+    assert set(ranked["speed from"]) == {"MACs model"} and ranked.iloc[0]["samples/s"] > 0
+    assert ranked.iloc[0]["time to result"].startswith("~")
+    assert any("time to result: torch on local: " in m.value for m in at.markdown)
 
 
 def test_every_page_renders_without_a_framework_import(portal_env):

@@ -105,6 +105,9 @@ def test_scheduler_and_environments_precedence(tmp_path: Path) -> None:
     ('[slurm]\ntransport = "rest"\n', ["slurm.transport", "rest_url"]),
     ('[slurm]\nrest_url = "slurm:6820"\n', ["slurm.rest_url", "http://"]),
     ('[slurm]\nrest_port = 6820\n', ["slurm.rest_port", "slurm.rest_url"]),
+    ('[selector]\ncalibrate = "always"\n', ["selector.calibrate", "always", "missing"]),
+    ('[selector]\nsteps = 0\n', ["selector.steps", "positive"]),
+    ('[selector]\nmax_age = 3\n', ["selector.max_age"]),
     ("home = [\n", ["TOML"]),
 ])
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) -> None:
@@ -188,3 +191,14 @@ def test_the_example_deployment_settings_load(tmp_path: Path) -> None:
     assert (s.scheduler, s.portal_address, s.auth.mode, s.auth.proxy_secret) == ("slurm", "127.0.0.1", "header",
                                                                                   "f" * 64)
     assert s.auth.admins == ("flowtrain-admin",) and s.data_roots[0] == "/scratch/{user}/data"
+
+
+def test_selector_settings_and_their_variable(tmp_path: Path) -> None:
+    assert load_settings(environ={}, cwd=tmp_path).selector.calibrate == "never"
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('[selector]\ncalibrate = "missing"\nmax_age_days = 7\nsteps = 5\n', encoding="utf-8")
+    sel = load_settings(cfg, environ={}).selector
+    assert (sel.calibrate, sel.max_age_days, sel.steps, sel.time_limit_min) == ("missing", 7.0, 5, 10)
+    assert load_settings(cfg, environ={"FLOWTRAIN_CALIBRATE": "never"}).selector.calibrate == "never"
+    with pytest.raises(ConfigError, match="FLOWTRAIN_CALIBRATE = 'sometimes'"):
+        load_settings(cfg, environ={"FLOWTRAIN_CALIBRATE": "sometimes"})

@@ -28,6 +28,7 @@ def test_the_example_site_settings_load_as_documented(tmp_path: Path) -> None:
     assert s.data_roots == ("/scratch/{user}/data", "/datasets") and s.builtin_datasets
     assert s.user_data_roots == {"alice": ("/project/vision/data",)}
     assert s.environments_file == tmp_path / "environments.toml"
+    assert (s.selector.calibrate, s.selector.max_age_days) == ("missing", 30.0)
     assert [(e.name, e.partitions, e.probe) for e in s.environments] == [
         ("torch-gpu", ("gpu",), "srun"), ("cpu-frameworks", ("cpu",), "srun")]
 

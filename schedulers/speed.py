@@ -1,0 +1,272 @@
+"""How fast a pipeline trains on a partition: measured step times, their cache, and the MACs model.
+
+The selector (:mod:`schedulers.selector`) ranks candidates by time to result, which needs each
+(framework, partition, environment)'s training speed for *this* graph. That comes from:
+
+1. **A measurement** — a calibration job (:mod:`schedulers.calibration`) ran the generated program
+   with ``--calibrate N`` on the partition's hardware; its samples/s is cached here under a key of
+   the graph, the input shape and batch, the training settings that change step time, the request
+   per node, the environment, the framework and the partition's kind of nodes (not its name: two
+   partitions of the same nodes share measurements).
+2. **The MACs model** until one exists — training MACs per sample (3 × the forward MACs of
+   :attr:`core.validate.Analysis.total_macs`) over an effective rate: the median rate of the
+   measurements on the same kind of nodes (same framework first, then any framework), else a default
+   rate per CPU core or per GPU (:data:`DEFAULT_CPU_MACS_PER_S`, :data:`DEFAULT_GPU_MACS_PER_S`).
+
+A measurement is **stale** when older than the age limit (``[selector] max_age_days``) or when the
+environment's framework version changed since; a stale measurement is not used (the model is, with
+the reason said), and the next calibration replaces it.
+
+The cache is ``<home>/calibration.db`` (SQLite, 0600, one row per key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.datasets import builtin
+from core.spec import PipelineSpec
+from core.validate import Analysis
+from schedulers.base import Resources
+from schedulers.registry_db import private_file
+
+DB_NAME = "calibration.db"
+TRAIN_MACS_FACTOR = 3  # a training step: the forward products, and two as many in the backward pass
+DEFAULT_CPU_MACS_PER_S = 1e10  # per CPU core, effective for training (framework overheads included)
+DEFAULT_GPU_MACS_PER_S = 2e12  # per GPU
+DEFAULT_MAX_AGE_DAYS = 30.0
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS measurements (
+    key TEXT PRIMARY KEY,
+    framework TEXT NOT NULL,
+    version TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    scheduler TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    measured_at REAL NOT NULL,
+    samples_per_s REAL NOT NULL,
+    step_s REAL NOT NULL,
+    startup_s REAL NOT NULL,
+    train_samples INTEGER NOT NULL,
+    macs_per_sample INTEGER NOT NULL,
+    doc TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One calibration result as cached."""
+
+    key: str
+    framework: str
+    version: str
+    environment: str
+    partition: str  # where it was measured (any partition of the same hardware may use it)
+    hardware: str
+    scheduler: str
+    job_id: str
+    measured_at: float
+    samples_per_s: float
+    step_s: float
+    startup_s: float  # process start to the first step: imports, data, model
+    train_samples: int
+    macs_per_sample: int  # training MACs of one sample (TRAIN_MACS_FACTOR x forward)
+    doc: Mapping[str, Any]  # the program's calibration.json
+
+    @property
+    def macs_per_s(self) -> float:
+        return self.samples_per_s * self.macs_per_sample
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A candidate's training speed as the selector uses it."""
+
+    samples_per_s: float
+    source: str  # "measured" or "model"
+    startup_s: float = 0.0
+    measured_at: float | None = None
+    train_samples: int | None = None  # known from the measurement (the program counted them)
+    note: str = ""  # how the model rate was found, or why a measurement was not used
+    job_id: str = ""  # the calibration job that measured it
+
+    @property
+    def measured(self) -> bool:
+        return self.source == "measured"
+
+
+def train_macs_per_sample(analysis: Analysis) -> int:
+    return TRAIN_MACS_FACTOR * max(analysis.total_macs, 1)
+
+
+def speed_key(spec: PipelineSpec, analysis: Analysis, framework: str, environment: str, python: str,
+              module: str | None, hardware: str, resources: Resources) -> str:
+    """The cache key: what decides a step's time, and nothing that does not (names, positions,
+    epochs, learning rate)."""
+    model = spec.model.model_dump(mode="json")
+    for node in model["nodes"]:
+        node.pop("position", None)
+        node.pop("label", None)
+    data = spec.data
+    t = spec.training
+    doc = {
+        "model": model,
+        "input_shape": _input_shape(analysis),
+        "data": {"source": data.source, "batch_size": data.batch_size, "preprocessing":
+                 [p.model_dump(mode="json") for p in data.preprocessing],
+                 "augmentation": [a.model_dump(mode="json") for a in data.augmentation]},
+        "training": {"loss": t.loss, "optimizer": t.optimizer.name, "precision": t.precision,
+                     "clip": t.gradient_clip_norm is not None, "performance": t.performance.model_dump(mode="json")},
+        "per_node": [resources.nodes, resources.gpus_per_node, resources.cpus_per_task],
+        "environment": [environment, python, module or ""],
+        "framework": framework,
+        "hardware": hardware,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _input_shape(analysis: Analysis) -> str:
+    node = analysis.nodes.get(analysis.input_id or "")
+    return repr(node.output) if node is not None else ""
+
+
+def planned_train_samples(spec: PipelineSpec) -> int | None:
+    """Training samples per epoch as far as the spec tells (``samples_per_epoch``, else the data's
+    size, detected or built-in, less the validation and test splits); ``None`` when unknown."""
+    if spec.training.samples_per_epoch:
+        return spec.training.samples_per_epoch
+    size = spec.data.size
+    if size is None:
+        known = builtin(spec.data.source)
+        size = known.size if known is not None else None
+    if size is None:
+        return None
+    return max(int(size * (1.0 - spec.data.validation_split - spec.data.test_split)), 1)
+
+
+class SpeedCache:
+    """``<home>/calibration.db``: the measurements, one row per key."""
+
+    def __init__(self, home: str | Path) -> None:
+        self.path = Path(home) / DB_NAME
+
+    def _conn(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(SCHEMA)
+        return conn
+
+    def put(self, m: Measurement) -> None:
+        conn = self._conn()
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (m.key, m.framework, m.version, m.environment, m.partition, m.hardware, m.scheduler, m.job_id,
+                 m.measured_at, m.samples_per_s, m.step_s, m.startup_s, m.train_samples, m.macs_per_sample,
+                 json.dumps(dict(m.doc))),
+            )
+        finally:
+            conn.close()
+
+    def get(self, key: str) -> Measurement | None:
+        conn = self._conn()
+        try:
+            row = conn.execute("SELECT * FROM measurements WHERE key = ?", (key,)).fetchone()
+        finally:
+            conn.close()
+        return _measurement(row) if row is not None else None
+
+    def on_hardware(self, hardware: str) -> list[Measurement]:
+        conn = self._conn()
+        try:
+            rows = conn.execute("SELECT * FROM measurements WHERE hardware = ?", (hardware,)).fetchall()
+        finally:
+            conn.close()
+        return [_measurement(r) for r in rows]
+
+    def all(self) -> list[Measurement]:
+        if not self.path.exists():
+            return []
+        conn = self._conn()
+        try:
+            rows = conn.execute("SELECT * FROM measurements ORDER BY measured_at DESC").fetchall()
+        finally:
+            conn.close()
+        return [_measurement(r) for r in rows]
+
+
+def _measurement(row: sqlite3.Row) -> Measurement:
+    fields = dict(row)
+    fields["doc"] = json.loads(fields["doc"])
+    return Measurement(**fields)
+
+
+def stale_reason(m: Measurement, version: str | None, max_age_s: float, now: float) -> str:
+    """Why ``m`` may not be used any more ("" when it may)."""
+    if version is not None and m.version != version:
+        return f"measured with {m.framework} {m.version}, the environment now has {version}"
+    age = now - m.measured_at
+    if age > max_age_s:
+        return f"measured {age / 86400:.0f} days ago (older than {max_age_s / 86400:g} days)"
+    return ""
+
+
+@dataclass
+class SpeedBook:
+    """Speeds for one spec: cached measurements where fresh, else the MACs model.
+
+    ``max_age_s``: a measurement older than this is stale. ``now``: the clock (tests pin it).
+    """
+
+    cache: SpeedCache | None
+    max_age_s: float = DEFAULT_MAX_AGE_DAYS * 86400
+    now: float | None = None
+
+    def speed(self, spec: PipelineSpec, analysis: Analysis, framework: str, version: str | None,
+              environment: str, python: str, module: str | None, hardware: str, resources: Resources,
+              cuda: bool) -> Speed:
+        now = time.time() if self.now is None else self.now
+        note = ""
+        if self.cache is not None:
+            key = speed_key(spec, analysis, framework, environment, python, module, hardware, resources)
+            found = self.cache.get(key)
+            if found is not None:
+                stale = stale_reason(found, version, self.max_age_s, now)
+                if not stale:
+                    return Speed(found.samples_per_s, "measured", startup_s=found.startup_s,
+                                 measured_at=found.measured_at, train_samples=found.train_samples,
+                                 job_id=found.job_id)
+                note = f"stale measurement not used: {stale}; "
+        rate, how = self.model_rate(framework, hardware, resources, cuda)
+        samples = rate / train_macs_per_sample(analysis)
+        return Speed(samples, "model", note=note + how)
+
+    def model_rate(self, framework: str, hardware: str, resources: Resources, cuda: bool) -> tuple[float, str]:
+        """Effective training MACs/s for a job of ``resources`` on nodes of ``hardware``: the median of
+        the measurements there (same framework first, same request per node), else a default rate."""
+        measured = self.cache.on_hardware(hardware) if self.cache is not None and hardware else []
+        same_fw = [m.macs_per_s for m in measured if m.framework == framework]
+        for rates, whose in ((same_fw, framework), ([m.macs_per_s for m in measured], "all frameworks")):
+            if rates:
+                rate = statistics.median(rates)
+                return rate, (f"MACs model: {rate / 1e9:,.2f} GMAC/s, the median of {len(rates)} measurement(s) "
+                              f"of {whose} on these nodes")
+        if resources.gpus_per_node and cuda:
+            rate = DEFAULT_GPU_MACS_PER_S * resources.gpus_per_node * resources.nodes
+            return rate, f"MACs model: default {DEFAULT_GPU_MACS_PER_S / 1e12:g} TMAC/s per GPU (no measurement yet)"
+        cores = max(resources.cpus_per_task, 1) * max(resources.tasks_per_node, 1) * resources.nodes
+        rate = DEFAULT_CPU_MACS_PER_S * cores
+        return rate, f"MACs model: default {DEFAULT_CPU_MACS_PER_S / 1e9:g} GMAC/s per CPU core (no measurement yet)"

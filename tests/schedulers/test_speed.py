@@ -1,0 +1,231 @@
+"""The selector's time to result: the speed cache (real SQLite under a home), staleness, the MACs
+model, the expected start from the running jobs' end times, and the ranking and reasons they give.
+
+The measurements here are written into the cache as a calibration job would write them, so that
+each ranking rule is checked on exact numbers; tests/schedulers/test_calibration.py measures for
+real (local executor and the dev Slurm cluster).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core import zoo
+from core.load import spec_from_dict
+from core.spec import PipelineSpec
+from core.validate import validate
+from schedulers.base import Resources
+from schedulers.selector import UNKNOWN_WAIT_S, duration_words, select
+from schedulers.speed import (
+    DEFAULT_CPU_MACS_PER_S,
+    Measurement,
+    SpeedBook,
+    SpeedCache,
+    planned_train_samples,
+    speed_key,
+    train_macs_per_sample,
+)
+from schedulers.utilisation import utilisation_from_outputs
+from tests.schedulers.test_selector import all_supported, captured, env_report, partitions
+
+NOW = 1_900_000_000.0
+REPORTS = [env_report("all", (), torch="2.13.0", keras="3.15.1", paddle="3.3.1")]
+
+
+def idle(now: float = NOW) -> dict[str, Any]:
+    sinfo, _ = captured()
+    sinfo = copy.deepcopy(sinfo)
+    for n in sinfo["nodes"]:
+        n.update(state="idle", state_flags=[], alloc_cpus=0, alloc_memory=0, gres_used="gpu:0", reason="")
+    return utilisation_from_outputs(sinfo, {"jobs": []}, partitions(), now=now)
+
+
+def cpu_partition_full(until: float, now: float = NOW) -> dict[str, Any]:
+    """Every node idle except n1 and n2 (all of partition cpu), held by one running job until ``until``."""
+    sinfo, _ = captured()
+    sinfo = copy.deepcopy(sinfo)
+    for n in sinfo["nodes"]:
+        full = n["name"] in ("n1", "n2")
+        n.update(state="allocated" if full else "idle", state_flags=[], alloc_cpus=8 if full else 0,
+                 alloc_memory=16000 if full else 0, gres_used="gpu:4" if full else "gpu:0", reason="")
+    job = {"job_id": 99, "name": "sleeper", "job_state": "RUNNING", "partition": "cpu", "start_time": int(now) - 60,
+           "end_time": int(until), "nodes": "n[1-2]", "user_name": "x",
+           "job_resources": {"allocated_nodes": [{"nodename": "n1"}, {"nodename": "n2"}]}}
+    return utilisation_from_outputs(sinfo, {"jobs": [job]}, partitions(), now=now)
+
+
+def mnist(framework: str = "auto", **training: Any) -> PipelineSpec:
+    doc = zoo.template("mnist_cnn").model_dump(mode="json")
+    doc["training"]["framework"] = framework
+    doc["training"].update(training)
+    return spec_from_dict(doc)
+
+
+def record(cache: SpeedCache, spec: PipelineSpec, framework: str, samples_per_s: float, *, hardware: str,
+           version: str = "", measured_at: float = NOW - 3600, resources: Resources | None = None) -> None:
+    """What a calibration job of ``framework`` would have left in the cache."""
+    analysis = validate(spec)
+    version = version or {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[framework]
+    res = resources or Resources(cpus_per_task=spec.training.resources.cpus_per_task, time_limit_min=30)
+    key = speed_key(spec, analysis, framework, "all", "/opt/all/bin/python", None, hardware, res)
+    cache.put(Measurement(key, framework, version, "all", "cpu", hardware, "slurm", "42", measured_at, samples_per_s,
+                          64 / samples_per_s, 2.0, 1437, train_macs_per_sample(analysis), {"samples_per_s": samples_per_s}))
+
+
+def choose(spec: PipelineSpec, util: dict[str, Any], cache: SpeedCache | None, **kw: Any) -> Any:
+    book = SpeedBook(cache, now=NOW)
+    return select(spec, validate(spec), REPORTS, util, support=all_supported, speeds=book, **kw)
+
+
+HW = idle()["cpu"].hardware
+
+
+def test_cache_file_is_private_and_round_trips(tmp_path: Path) -> None:
+    cache = SpeedCache(tmp_path)
+    record(cache, mnist(), "keras", 2130.0, hardware=HW)
+    assert stat.S_IMODE((tmp_path / "calibration.db").stat().st_mode) == 0o600
+    [m] = cache.all()
+    assert (m.framework, m.samples_per_s, m.hardware, m.doc) == ("keras", 2130.0, HW, {"samples_per_s": 2130.0})
+
+
+def test_auto_picks_the_measured_fastest_and_says_the_numbers(tmp_path: Path) -> None:
+    cache = SpeedCache(tmp_path)
+    spec = mnist()
+    for fw, rate in (("torch", 1760.0), ("keras", 2130.0), ("paddle", 410.0)):
+        record(cache, spec, fw, rate, hardware=HW)
+    sel = choose(spec, idle(), cache)
+    assert (sel.framework, sel.partition) == ("keras", "cpu")  # cpu and gpu have the same nodes: default cpu
+    # 12 epochs x 1437 samples at 2130/s + 2 s start-up = 10 s
+    assert sel.reasons[0].startswith("chose keras on partition cpu: it finishes soonest (2,130 samples/s measured, "
+                                     "done in ~10 s)")
+    assert sel.reasons[1] == ("time to result: keras on cpu: 2,130 samples/s measured, done in ~10 s; "
+                              "torch on cpu: 1,760, ~12 s; paddle on cpu: 410, ~44 s")
+    keras = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "gpu"))
+    assert keras.speed_source == "measured" and keras.wait_s == 0 and keras.measured_at == NOW - 3600
+    # --framework (require) still wins over speed; a spec preference only breaks ties.
+    assert choose(spec, idle(), cache, require="paddle").framework == "paddle"
+    assert choose(mnist("torch"), idle(), cache).framework == "keras"
+
+
+def test_without_measurements_the_macs_model_ties_and_preference_decides(tmp_path: Path) -> None:
+    spec = mnist("paddle")
+    sel = choose(spec, idle(), SpeedCache(tmp_path))
+    assert sel.framework == "paddle" and "it is your preferred framework" in sel.reasons[0]
+    c = sel.candidates[0]
+    rate = DEFAULT_CPU_MACS_PER_S * 2 / train_macs_per_sample(validate(spec))  # 2 CPUs per task
+    assert c.speed_source == "model" and c.samples_per_s == pytest.approx(rate)
+    assert "from the MACs model" in c.reason and "default 10 GMAC/s per CPU core (no measurement yet)" in c.reason
+    assert "paddle on cpu: " + f"{rate:,.0f} samples/s from the MACs model" in sel.reasons[1]
+
+
+def test_stale_measurements_fall_back_to_the_model_and_say_why(tmp_path: Path) -> None:
+    cache = SpeedCache(tmp_path)
+    spec = mnist()
+    record(cache, spec, "keras", 2130.0, hardware=HW, version="3.14.0")  # the environment now has 3.15.1
+    record(cache, spec, "torch", 1760.0, hardware=HW, measured_at=NOW - 40 * 86400)  # older than 30 days
+    sel = choose(spec, idle(), cache)
+    by = {c.framework: c for c in sel.candidates if c.partition == "cpu"}
+    assert by["keras"].speed_source == "model" and "measured with keras 3.14.0, the environment now has 3.15.1" \
+        in by["keras"].reason
+    assert by["torch"].speed_source == "model" and "measured 40 days ago (older than 30 days)" in by["torch"].reason
+
+
+def test_the_model_learns_the_rate_of_measurements_on_the_same_nodes(tmp_path: Path) -> None:
+    """A graph never measured gets the MACs/s its framework reached on these nodes with another graph."""
+    cache = SpeedCache(tmp_path)
+    measured = mnist()
+    record(cache, measured, "keras", 2000.0, hardware=HW)
+    other = spec_from_dict({**measured.model_dump(mode="json"), "name": "wider"})
+    doc = other.model_dump(mode="json")
+    doc["data"]["batch_size"] = 32  # another key: not the measured graph
+    other = spec_from_dict(doc)
+    sel = choose(other, idle(), cache)
+    keras = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "cpu"))
+    assert keras.speed_source == "model"
+    assert keras.samples_per_s == pytest.approx(2000.0)  # same MACs per sample, same rate
+    assert "the median of 1 measurement(s) of keras on these nodes" in keras.speed_note
+
+
+def test_a_busy_partition_moves_the_choice_to_the_soonest_finish(tmp_path: Path) -> None:
+    """keras measured fastest; partition cpu (n1, n2) held by a job for another 30 min: keras on gpu
+    (n3, n4 idle) finishes sooner. Held for a day while only torch serves gpu: keras still wins if it
+    is sooner — here torch on gpu is."""
+    cache = SpeedCache(tmp_path)
+    spec = mnist()
+    for fw, rate in (("torch", 1760.0), ("keras", 2130.0), ("paddle", 410.0)):
+        record(cache, spec, fw, rate, hardware=HW)
+    util = cpu_partition_full(until=NOW + 1800)
+    assert util["cpu"].expected_wait_s(1, 0, 2, 0) == pytest.approx(1800)
+    assert util["gpu"].expected_wait_s(1, 0, 2, 0) == 0
+    assert util["gpu"].expected_wait_s(3, 0, 2, 0) == pytest.approx(1800)  # a third node: n1 or n2, later
+    sel = choose(spec, util, cache)
+    assert (sel.framework, sel.partition) == ("keras", "gpu")
+    waiting = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "cpu"))
+    assert waiting.wait_s == pytest.approx(1800) and "(after a wait of ~30 min)" in waiting.reason
+
+    split = [env_report("k", ("cpu",), keras="3.15.1"), env_report("tp", ("gpu",), torch="2.13.0", paddle="3.3.1")]
+    for fw in ("torch", "paddle"):
+        record_env(cache, spec, fw, {"torch": 1760.0, "paddle": 410.0}[fw], env="tp")
+    record_env(cache, spec, "keras", 2130.0, env="k")
+    book = SpeedBook(cache, now=NOW)
+    free = select(spec, validate(spec), split, idle(), support=all_supported, speeds=book)
+    assert (free.framework, free.partition) == ("keras", "cpu")
+    busy = select(spec, validate(spec), split, util, support=all_supported, speeds=book)
+    assert (busy.framework, busy.partition) == ("torch", "gpu")
+    assert "it finishes soonest" in busy.reasons[0]
+    assert min(c.finish_s for c in busy.candidates if c.feasible) == busy.candidates[0].finish_s
+
+
+def record_env(cache: SpeedCache, spec: PipelineSpec, framework: str, rate: float, env: str) -> None:
+    analysis = validate(spec)
+    res = Resources(cpus_per_task=2, time_limit_min=30)
+    key = speed_key(spec, analysis, framework, env, f"/opt/{env}/bin/python", None, HW, res)
+    version = {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[framework]
+    cache.put(Measurement(key, framework, version, env, "cpu", HW, "slurm", "7", NOW - 60, rate, 64 / rate, 2.0, 1437,
+                          train_macs_per_sample(analysis), {}))
+
+
+def test_unknown_wait_counts_as_an_hour() -> None:
+    sinfo, squeue = captured()
+    util = utilisation_from_outputs(sinfo, squeue, partitions(), now=1_796_002_500)  # when it was captured
+    # n1, n2 are held by a job without a time limit (end time a year away); n3 drained, n4 down.
+    assert util["gpu"].expected_wait_s(1, 2, 1, 0) > 300 * 86400
+    local = {"local": _local_busy()}
+    sel = select(mnist(), None, REPORTS, local, scheduler="local", support=all_supported)
+    c = sel.candidates[0]
+    assert c.wait_s is None and c.finish_s == pytest.approx(UNKNOWN_WAIT_S + c.train_s)
+    assert "start unknown, counted as ~60 min" in c.reason
+
+
+def _local_busy() -> Any:
+    from schedulers.utilisation import local_utilisation
+
+    return local_utilisation(gpus=0, alloc_cpus=10_000, running_jobs=1)
+
+
+def test_the_key_ignores_what_does_not_change_a_step() -> None:
+    spec = mnist()
+    a = validate(spec)
+    res = Resources(cpus_per_task=2)
+    key = speed_key(spec, a, "keras", "e", "/p", None, HW, res)
+    renamed = spec_from_dict({**spec.model_dump(mode="json"), "name": "other", "description": "x"})
+    doc = spec.model_dump(mode="json")
+    doc["training"]["epochs"] = 99
+    doc["training"]["optimizer"]["lr"] = 0.5
+    longer = spec_from_dict(doc)
+    assert speed_key(renamed, a, "keras", "e", "/p", None, HW, res) == key
+    assert speed_key(longer, a, "keras", "e", "/p", None, HW, res) == key
+    doc["data"]["batch_size"] = 128
+    assert speed_key(spec_from_dict(doc), a, "keras", "e", "/p", None, HW, res) != key
+    assert speed_key(spec, a, "keras", "e", "/p", None, HW + "; other", res) != key
+    assert speed_key(spec, a, "keras", "e", "/p", None, HW, Resources(cpus_per_task=4)) != key
+    assert planned_train_samples(spec) == 1437  # digits: 1797 less the 20 % validation split
+    assert [duration_words(s) for s in (5, 83, 400, 7200, 5 * 86400)] == ["~5 s", "~83 s", "~7 min", "~2.0 h",
+                                                                          "~5 days"]
+    json.dumps(select(spec, a, REPORTS, idle(), support=all_supported).to_dict())  # the portal shows it as JSON
