@@ -158,3 +158,18 @@ def test_zoo_resnets_with_blocks_match_their_flat_version(name: str) -> None:
     assert (with_blocks.total_params, with_blocks.total_macs) == (flat.total_params, flat.total_macs)
     assert len(with_blocks.nodes) == len(flat.nodes)
     assert len(spec.model.nodes) <= (16 if name != "resnet50" else 24)
+
+
+def test_zoo_transformer_layer_block_has_the_parameters_and_macs_of_the_op() -> None:
+    spec = zoo.template("transformer_text_classifier")
+    doc = spec.model_dump(mode="json")
+    g = GraphBuilder()
+    x = g.chain(g.add("Input", id="tokens", dtype="int64"),
+                ("Embedding", {"num_embeddings": 20_000, "embedding_dim": 128}), ("PositionalEmbedding", {}),
+                *[("TransformerEncoderLayer", {"num_heads": 4, "dim_feedforward": 256, "dropout": 0.1})] * 2,
+                ("SequencePool", {"mode": "mean"}), ("Linear", {"out_features": 2}))
+    g.add("Output", x, id="output")
+    flat = validate(spec_from_dict({**doc, "model": g.model()}))
+    with_blocks = validate(spec)
+    assert (with_blocks.total_params, with_blocks.total_macs) == (flat.total_params, flat.total_macs)
+    assert [n.op for n in spec.model.nodes].count("transformer_layer") == 2
