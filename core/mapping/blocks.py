@@ -75,8 +75,8 @@ class BlockClass:
 
     @property
     def config(self) -> str:
-        """``{"channels": self.channels, …}``: the constructor arguments (Keras get_config)."""
-        return "{" + ", ".join(f"{literal(a.name)}: self.{a.name}" for a in self.args) + "}"
+        """``"channels": self.channels, …``: the constructor arguments, for Keras' get_config."""
+        return ", ".join(f"{literal(a.name)}: self.{a.name}" for a in self.args)
 
 
 @dataclass
