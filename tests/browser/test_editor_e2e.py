@@ -68,8 +68,9 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     # valid as a graph, but its CIFAR folder is not under this portal's data root: marked, not "Valid"
     wait_text(page, re.compile(r"^Needs your data\."))
     wait_text(page, re.compile(r"^Not runnable yet: the data layer needs your data"))
-    # readable at the fitted zoom: fitting 69 nodes stops where the node text is still ≥ 10 px
-    view = wait_canvas(page, "v.nodes === 69 && v.zoom < 1 && v.smallest_text_px < Infinity",
+    # readable at the fitted zoom: fitting its 15 nodes (one per use of a residual block) stops where
+    # the node text is still ≥ 10 px
+    view = wait_canvas(page, "v.nodes === 15 && v.zoom < 1 && v.smallest_text_px < Infinity",
                        "the canvas fitted to resnet18_cifar")
     assert view["smallest_text_px"] >= READABLE_PX, view
     assert view["minimap"], "a graph this big has a minimap"
