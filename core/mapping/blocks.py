@@ -159,7 +159,25 @@ def top_level_view(analysis: Analysis) -> Analysis:
         elif origin.use not in nodes and origin.use in analysis.uses:
             info = analysis.uses[origin.use]
             nodes[origin.use] = replace(info, inputs=tuple(to_use.get(s, s) for s in analysis.use_ports[origin.use]))
-    return replace(analysis, nodes=nodes, origins={}, use_outputs={})
+    # A use sits where its first inner node was; a later port's source may come after that, so
+    # order the view again (Kahn, keeping the expanded graph's order where it can).
+    rank = {node_id: i for i, node_id in enumerate(nodes)}
+    waiting = {n.id: len(n.inputs) for n in nodes.values()}
+    users: dict[str, list[str]] = {}
+    for n in nodes.values():
+        for src in n.inputs:
+            users.setdefault(src, []).append(n.id)
+    ready = [(rank[i], i) for i, k in waiting.items() if k == 0]
+    heapq.heapify(ready)
+    ordered: dict[str, NodeInfo] = {}
+    while ready:
+        _, node_id = heapq.heappop(ready)
+        ordered[node_id] = nodes[node_id]
+        for user in users.get(node_id, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, (rank[user], user))
+    return replace(analysis, nodes=ordered, origins={}, use_outputs={})
 
 
 def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]

@@ -139,3 +139,28 @@ def test_a_spec_with_blocks_computes_the_same_in_every_framework(doc: dict[str, 
     report = check(spec_from_dict(doc), tolerance=1e-6, batch=2)
     assert report.compared == list(FRAMEWORKS), report.text()
     assert report.ok, report.text()
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_use_whose_second_input_comes_later_than_its_first_inner_node(framework: str) -> None:
+    """Port b's source is computed after port a's first consumer in the expanded order: the model
+    still builds the use after both of its inputs."""
+    block = {"name": "late", "inputs": ["a", "b"],
+             "nodes": [{"id": "fa", "op": "Linear", "params": {"out_features": 8}},
+                       {"id": "fb", "op": "Linear", "params": {"out_features": 8}}, {"id": "sum", "op": "Add"}],
+             "edges": [{"source": "a", "target": "fa"}, {"source": "b", "target": "fb"},
+                       {"source": "fa", "target": "sum", "port": 0}, {"source": "fb", "target": "sum", "port": 1}],
+             "output": "sum"}
+    nodes = [{"id": "input", "op": "Input"}, {"id": "flat", "op": "Flatten"}, {"id": "use", "op": "late"},
+             {"id": "deep1", "op": "Linear", "params": {"out_features": 16}}, {"id": "deep2", "op": "ReLU"},
+             {"id": "head", "op": "Linear", "params": {"out_features": 10}}, {"id": "output", "op": "Output"}]
+    edges = [("input", "flat", None), ("flat", "use", 0), ("flat", "deep1", None), ("deep1", "deep2", None),
+             ("deep2", "use", 1), ("use", "head", None), ("head", "output", None)]
+    doc = {"name": "late", "data": {"source": "sklearn:digits"},
+           "model": {"blocks": [block], "nodes": nodes,
+                     "edges": [{"source": a, "target": b, **({"port": p} if p is not None else {})}
+                               for a, b, p in edges]}}
+    model = generate(spec_from_dict(doc), framework).files["model.py"]
+    body = model.split("class FlowTrainModel")[1]
+    forward = body[body.index("def call" if framework == "keras" else "def forward"):]
+    assert forward.index("deep2") < forward.index("self.use(")
