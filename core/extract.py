@@ -50,7 +50,8 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 def extract(flow: Any, data_form: dict[str, Any] | None = None, training_form: dict[str, Any] | None = None,
             name: str = "pipeline", description: str = "") -> Extraction:
-    """Build a spec from a flow state (object or dict with ``nodes``/``edges``) and the two forms."""
+    """Build a spec from a flow state (object or dict with ``nodes``/``edges``, and the spec's ``blocks``
+    as JSON when it has any: the canvas shows their uses as nodes) and the two forms."""
     state = _as_dict(flow)
     raw_nodes = [_as_dict(n) for n in state.get("nodes") or []]
     raw_edges = [_as_dict(e) for e in state.get("edges") or []]
@@ -121,7 +122,7 @@ def extract(flow: Any, data_form: dict[str, Any] | None = None, training_form: d
         "name": name or "pipeline",
         "description": description,
         "data": data_form or {},
-        "model": {"nodes": nodes, "edges": edges},
+        "model": {"nodes": nodes, "edges": edges, "blocks": state.get("blocks") or []},
         "training": training_form or {},
     }
     try:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.errors import CommandError, Problem, SpecError
-from core.spec import PipelineSpec
+from core.spec import BLOCK_NAME_PATTERN, PipelineSpec
 from core.upgrades import UPGRADES, UpgradeRegistry
 
 MAX_SPEC_BYTES = 10 * 1024 * 1024  # a 10,000-node graph is ~2 MB of JSON
@@ -107,18 +107,25 @@ def load_spec(path: str | Path) -> PipelineSpec:
 
 
 def _location(loc: tuple[Any, ...], doc: dict[str, Any]) -> tuple[str, str | None]:
-    """Turn pydantic's ``('model', 'nodes', 3, 'op')`` into ``model.nodes[conv1].op`` and the node id."""
+    """Turn pydantic's ``('model', 'nodes', 3, 'op')`` into ``model.nodes[conv1].op`` and the node id.
+
+    A block is named by its name (``model.blocks[basic_block].nodes[conv1]``); a node inside a block
+    is not a node of the graph, so it gives no node id."""
     parts: list[str] = []
     node_id: str | None = None
     cursor: Any = doc
+    in_block = False
     for i, key in enumerate(loc):
         if isinstance(key, int):
             label = str(key)
             if isinstance(cursor, list) and 0 <= key < len(cursor):
                 item = cursor[key]
-                if loc[i - 1:i] == ("nodes",) and isinstance(item, dict) and isinstance(item.get("id"), str):
-                    node_id = item["id"]
-                    label = json.dumps(node_id, ensure_ascii=True)[1:-1]
+                name_key = {"nodes": "id", "blocks": "name"}.get(loc[i - 1] if i else "")
+                if name_key and isinstance(item, dict) and isinstance(item.get(name_key), str):
+                    label = json.dumps(item[name_key], ensure_ascii=True)[1:-1]
+                    if name_key == "id" and not in_block:
+                        node_id = item["id"]
+                in_block = in_block or loc[i - 1:i] == ("blocks",)
                 cursor = item
             else:
                 cursor = None
@@ -149,6 +156,8 @@ def problems_from_pydantic(exc: ValidationError, doc: dict[str, Any]) -> list[Pr
         elif kind == "missing":
             message = "required key is missing"
             received = None
+        elif kind == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == BLOCK_NAME_PATTERN:
+            fix = "use letters, digits and '_' only, not starting with a digit (at most 64): it names a class"
         elif kind == "string_pattern_mismatch":
             fix = "use letters, digits, '_', '.' and '-' only (at most 64, not starting with '.' or '-')"
         problems.append(Problem(location, message, node=node_id,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from core.frameworks import FRAMEWORKS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Ids end up in error messages, file names and (as comments) in generated code.
 # Restricting their alphabet keeps all of those safe by construction; the
@@ -195,9 +195,77 @@ class EdgeSpec(Strict):
     port: Annotated[int, Field(ge=0, le=1024)] | None = None
 
 
+# Block and block-parameter names become Python identifiers (class and argument names) in the
+# generated programs, so their alphabet is an identifier's.
+BLOCK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+BlockName = Annotated[str, StringConstraints(pattern=BLOCK_NAME_PATTERN)]
+BlockParamType = Literal["int", "float", "bool", "str", "ints"]
+MAX_BLOCKS = 1_000
+
+_PARAM_TYPE_CHECKS: dict[str, Any] = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str) and len(v) <= 2000,
+    "ints": lambda v: isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v),
+}
+
+
+class BlockParam(Strict):
+    """A parameter of a block: a use of the block sets it (or takes ``default``); inside the block a
+    node's param value ``{"param": NAME}`` stands for it."""
+
+    name: BlockName
+    type: BlockParamType = "int"
+    default: Any
+    description: FreeText = ""
+
+    @model_validator(mode="after")
+    def _default_has_the_type(self) -> BlockParam:
+        if not param_value_fits(self.type, self.default):
+            raise ValueError(f"default {self.default!r} of block parameter {self.name!r} is not of type {self.type}")
+        return self
+
+
+def param_value_fits(kind: str, value: Any) -> bool:
+    """Whether ``value`` is a value of a block parameter of type ``kind`` (``None`` never is)."""
+    return bool(_PARAM_TYPE_CHECKS[kind](value))
+
+
+class BlockSpec(Strict):
+    """A named subgraph defined once and used as one node (``op`` = the block's name) many times.
+
+    ``inputs`` are its ordered input ports (a use's incoming edges map to them by ``port`` order);
+    edges inside the block may start at a port name. ``output`` is the node whose output the block
+    returns. Node ids are local to the block. See docs/blocks.md.
+    """
+
+    name: BlockName
+    description: FreeText = ""
+    inputs: list[NodeId] = Field(default_factory=lambda: ["x"], min_length=1, max_length=64)
+    params: list[BlockParam] = Field(default_factory=list, max_length=256)
+    nodes: list[NodeSpec] = Field(default_factory=list, max_length=MAX_NODES)
+    edges: list[EdgeSpec] = Field(default_factory=list, max_length=4 * MAX_NODES)
+    output: NodeId
+
+    def param(self, name: str) -> BlockParam:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
 class ModelSpec(Strict):
     nodes: list[NodeSpec] = Field(default_factory=list, max_length=MAX_NODES)
     edges: list[EdgeSpec] = Field(default_factory=list, max_length=4 * MAX_NODES)
+    blocks: list[BlockSpec] = Field(default_factory=list, max_length=MAX_BLOCKS)
+
+    def block(self, name: str) -> BlockSpec | None:
+        """The block called ``name``, or None when ``name`` is not a block (an op, or unknown)."""
+        for b in self.blocks:
+            if b.name == name:
+                return b
+        return None
 
 
 # --------------------------------------------------------------------------- training layer
@@ -293,7 +361,7 @@ class TrainingSpec(Strict):
 
 
 class PipelineSpec(Strict):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     name: Annotated[str, StringConstraints(min_length=1, max_length=200)] = "pipeline"
     description: FreeText = ""
     data: DataSpec = Field(default_factory=DataSpec)
@@ -304,11 +372,22 @@ class PipelineSpec(Strict):
         return json.dumps(self.model_dump(mode="json", exclude_none=False), indent=indent, ensure_ascii=False)
 
     def spec_hash(self) -> str:
-        """A stable hash of the content (sorted keys, no whitespace); positions and labels excluded."""
+        """A stable hash of the content (sorted keys, no whitespace); positions and labels excluded.
+
+        A spec without blocks hashes exactly as its version-1 document did (no ``blocks`` key,
+        ``schema_version`` 1): version 2 only added blocks, so the same pipeline keeps its hash and
+        the runs registered before the upgrade still match it.
+        """
         doc = self.model_dump(mode="json")
-        for node in doc["model"]["nodes"]:
+        nodes = list(doc["model"]["nodes"])
+        for block in doc["model"]["blocks"]:
+            nodes += block["nodes"]
+        for node in nodes:
             node.pop("position", None)
             node.pop("label", None)
+        if not doc["model"]["blocks"]:
+            del doc["model"]["blocks"]
+            doc["schema_version"] = 1
         resources = doc["training"]["resources"]
         for key in ("account", "qos"):  # added within version 1: unset hashes as before they existed
             if resources.get(key) is None:

@@ -72,5 +72,11 @@ def default_registry() -> UpgradeRegistry:
 
 
 UPGRADES = default_registry()
-# Version 1 is the first published version: no upgrades yet. The next schema change
-# adds `@UPGRADES.register(1)` here, with a test that loads a stored version-1 file.
+
+
+@UPGRADES.register(1)
+def _v1_to_v2(doc: Document) -> Document:
+    """Version 2 added composite blocks (``model.blocks``, empty by default): a version-1 document is
+    already a valid version-2 one. Only ``schema_version`` changes (the registry sets it), and such a
+    spec keeps its hash (:meth:`core.spec.PipelineSpec.spec_hash`)."""
+    return doc

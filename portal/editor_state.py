@@ -478,6 +478,7 @@ class Editor:
             "description": spec.description,
             "nodes": nodes,
             "edges": edges,
+            "blocks": [b.model_dump(mode="json") for b in spec.model.blocks],
             "data": spec.data.model_dump(mode="json"),
             "training": spec.training.model_dump(mode="json"),
         })
@@ -575,7 +576,8 @@ class Editor:
         if self._cache_rev == self.rev and self._extraction is not None:
             return
         d = self.doc
-        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"]}, d["data"], d["training"],
+        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"], "blocks": d.get("blocks") or []},
+                                   d["data"], d["training"],
                                    name=d.get("name") or "pipeline", description=d.get("description") or "")
         self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
         self._cache_rev = self.rev

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,3 +174,69 @@ def test_non_finite_numbers_are_problems_naming_their_fields() -> None:
     with pytest.raises(Exception, match="finite"):
         PipelineSpec.model_validate({**json.loads(zoo.template("mnist_cnn").to_json()),
                                      "training": {"gradient_clip_norm": float("nan")}})
+
+
+# --------------------------------------------------------------------------- version 2: blocks
+
+STORED_V1 = Path(__file__).parent / "data" / "spec_v1_digits_cnn.json"
+# What version 1 of FlowTrain computed for that file: the upgrade must not change it, or the runs
+# registered before the upgrade would no longer match their spec.
+STORED_V1_HASH = "297148b82ef637e628c0db5f040a9ab63c7decbf577825eb1737f7c60a032af8"
+
+
+def test_a_stored_version_1_file_loads_unchanged_and_keeps_its_hash() -> None:
+    raw = json.loads(STORED_V1.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 1
+    spec = load_spec(STORED_V1)
+    assert spec.schema_version == SCHEMA_VERSION == 2
+    assert spec.model.blocks == []
+    assert spec.spec_hash() == STORED_V1_HASH
+    assert spec == PipelineSpec.model_validate({**raw, "schema_version": 2})  # nothing else changed
+
+
+def block_doc() -> dict[str, Any]:
+    d = doc()
+    d["model"]["blocks"] = [{
+        "name": "dense_relu", "inputs": ["x"], "params": [{"name": "width", "type": "int", "default": 32}],
+        "nodes": [{"id": "fc", "op": "Linear", "params": {"out_features": {"param": "width"}}},
+                  {"id": "act", "op": "ReLU"}],
+        "edges": [{"source": "x", "target": "fc"}, {"source": "fc", "target": "act"}],
+        "output": "act",
+    }]
+    return d
+
+
+def test_blocks_round_trip_and_enter_the_hash() -> None:
+    d = block_doc()
+    spec = spec_from_dict(d)
+    assert spec.model.block("dense_relu") is not None and spec.model.block("Linear") is None
+    assert spec_from_json(spec.to_json()) == spec
+    without = spec_from_dict(doc()).spec_hash()
+    assert spec.spec_hash() != without
+    d["model"]["blocks"][0]["nodes"][0]["position"] = {"x": 3, "y": 4}
+    assert spec_from_dict(d).spec_hash() == spec.spec_hash()  # positions inside blocks do not count
+    d["model"]["blocks"][0]["params"][0]["default"] = 64
+    assert spec_from_dict(d).spec_hash() != spec.spec_hash()
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("name", "has space", "model.blocks[has space].name"),
+    ("name", "9lives", "model.blocks[9lives].name"),
+    ("params", [{"name": "width", "type": "int", "default": "wide"}], "model.blocks[dense_relu].params[0]"),
+    ("params", [{"name": "width", "type": "complex", "default": 1}], "model.blocks[dense_relu].params[0].type"),
+    ("inputs", [], "model.blocks[dense_relu].inputs"),
+    ("colour", "red", "model.blocks[dense_relu].colour"),
+])
+def test_malformed_blocks_are_refused_with_their_location(field: str, value: Any, where: str) -> None:
+    d = block_doc()
+    d["model"]["blocks"][0][field] = value
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(d)
+    assert any(p.location.startswith(where) for p in err.value.problems), err.value.problems
+
+
+def test_schema_describes_blocks() -> None:
+    schema = json_schema()
+    assert "blocks" in schema["$defs"]["ModelSpec"]["properties"]
+    assert {"name", "inputs", "params", "nodes", "edges", "output"} <= schema["$defs"]["BlockSpec"]["properties"].keys()
+    assert "(schema_version 2)" in schema["title"]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from core import zoo
+from core.blocks import expand
 from core.codegen import generate
 from core.errors import SpecError
 from core.mapping.torch import MODULE_ATTRIBUTES, layer_names, map_model, tensor_names
@@ -111,9 +112,9 @@ def test_generated_names_are_safe_unique_identifiers() -> None:
 
 
 def test_chains_reuse_one_tensor_name_and_branches_get_their_own() -> None:
-    names = tensor_names(validate(zoo.template("resnet18_cifar")))
+    names = tensor_names(validate(expand(zoo.template("resnet18_cifar"))))  # the flat graph
     assert names["conv2d1"] == names["batchnorm2d1"] == names["relu1"] == "x"
-    assert names["conv2d2"] != names["relu1"]  # relu1 feeds a block and its shortcut
+    assert names["layer1_0__conv1"] != names["relu1"]  # relu1 feeds a block and its shortcut
 
 
 @pytest.mark.frameworks
@@ -190,7 +191,7 @@ def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
 
 
 def test_generated_model_has_one_comment_per_node_and_layers_in_graph_order() -> None:
-    spec = zoo.template("resnet18_cifar")
+    spec = expand(zoo.template("resnet18_cifar"))  # flat: its residual blocks written out
     program = generate(spec, "torch")
     source = program.files["model.py"]
     analysis = validate(spec)
