@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import difflib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core import datasets
+from core.blocks import Expansion, Origin, expansion
 from core.errors import Problem, SpecError
 from core.ops import REGISTRY, Op, ShapeError, Tensor
 from core.ops.registry import ParamError
@@ -37,11 +38,24 @@ class NodeInfo:
 
 @dataclass
 class Analysis:
+    """What validation found. With blocks, ``nodes`` are the expanded graph's (ids like
+    ``layer1_0__conv1``, see :mod:`core.blocks`), ``flat`` is that graph's spec, ``origins`` says
+    which use and block each expanded node came from, and ``uses`` holds one summary per use
+    (its output, and the parameters and MACs of all its layers)."""
+
     spec: PipelineSpec
     nodes: dict[str, NodeInfo] = field(default_factory=dict)  # inferred nodes, in topological order
     problems: list[Problem] = field(default_factory=list)
     input_id: str | None = None
     output_id: str | None = None
+    flat: PipelineSpec | None = None
+    origins: dict[str, Origin] = field(default_factory=dict)
+    uses: dict[str, NodeInfo] = field(default_factory=dict)
+
+    @property
+    def graph(self) -> PipelineSpec:
+        """The spec whose nodes ``nodes`` describes: the expanded one when there are blocks."""
+        return self.flat if self.flat is not None else self.spec
 
     @property
     def ok(self) -> bool:
@@ -79,14 +93,57 @@ def validate(spec: PipelineSpec) -> Analysis:
 
 
 def analyse(spec: PipelineSpec) -> Analysis:
-    result = _Analyser(spec)
+    if not spec.model.blocks:
+        result = _Analyser(spec)
+        result.run()
+        return result.out
+    expanded = expansion(spec)
+    result = _Analyser(expanded.spec, expanded.opaque)
     result.run()
-    return result.out
+    out = result.out
+    out.spec, out.flat, out.origins = spec, expanded.spec, expanded.origins
+    out.problems[:] = expanded.problems + [_locate(p, expanded) for p in out.problems]
+    out.uses = _use_summaries(spec, out, expanded.outputs)
+    return out
+
+
+def _locate(problem: Problem, expanded: Expansion) -> Problem:
+    """A problem of the expanded graph, located where the user wrote it (use > block > inner node)."""
+    location, node = problem.location, problem.node
+    if location.startswith("model.edges["):
+        index, _, rest = location[len("model.edges["):].partition("]")
+        if index.isdigit() and int(index) < len(expanded.edge_locations):
+            location = expanded.edge_locations[int(index)] + rest
+    elif location.startswith("model.nodes["):
+        flat_node, _, rest = location[len("model.nodes["):].partition("]")
+        if flat_node in expanded.origins:
+            location = expanded.origins[flat_node].location(rest)
+    if node in expanded.origins:
+        node = expanded.origins[node].use
+    return replace(problem, location=location, node=node)
+
+
+def _use_summaries(spec: PipelineSpec, out: Analysis, outputs: dict[str, str]) -> dict[str, NodeInfo]:
+    """One NodeInfo per top-level use of a block whose output was inferred."""
+    members: dict[str, list[NodeInfo]] = {}
+    for node_id, info in out.nodes.items():
+        origin = out.origins.get(node_id)
+        if origin is not None:
+            members.setdefault(origin.use, []).append(info)
+    uses: dict[str, NodeInfo] = {}
+    for node in spec.model.nodes:
+        producer = out.nodes.get(outputs.get(node.id, ""))
+        if producer is None:
+            continue
+        uses[node.id] = NodeInfo(node.id, node.op, dict(node.params), (), producer.output,
+                                 sum(i.n_params for i in members[node.id]), sum(i.macs for i in members[node.id]))
+    return uses
 
 
 class _Analyser:
-    def __init__(self, spec: PipelineSpec) -> None:
+    def __init__(self, spec: PipelineSpec, opaque: set[str] | None = None) -> None:
         self.spec = spec
+        self.opaque = opaque or set()  # uses of blocks whose problems are already reported
         self.out = Analysis(spec)
         self.problems = self.out.problems
         self.nodes: dict[str, NodeSpec] = {}
@@ -121,6 +178,9 @@ class _Analyser:
             self.nodes[node.id] = node
             self.preds[node.id] = []
             self.succs[node.id] = []
+            if node.id in self.opaque:
+                self.broken.add(node.id)
+                continue
             if node.op not in REGISTRY:
                 close = difflib.get_close_matches(node.op, REGISTRY.names(), n=3)
                 hint = f"did you mean {' or '.join(close)}? " if close else ""

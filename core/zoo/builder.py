@@ -13,6 +13,7 @@ class GraphBuilder:
     def __init__(self) -> None:
         self.nodes: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
+        self.blocks: list[dict[str, Any]] = []
         self._counts: dict[str, int] = {}
 
     def add(self, op: str, *inputs: str, id: str | None = None, **params: Any) -> str:
@@ -34,8 +35,24 @@ class GraphBuilder:
             x = self.add(op, x, **params)
         return x
 
+    def block(self, name: str, description: str, params: dict[str, Any], body: GraphBuilder, output: str,
+              inputs: tuple[str, ...] = ("x",)) -> str:
+        """Define a block (once) from the nodes and edges of ``body``, whose edges may start at
+        ``inputs``; ``params`` maps each block parameter to its default (int, float, bool or str)."""
+        if not any(b["name"] == name for b in self.blocks):
+            kinds = {bool: "bool", int: "int", float: "float", str: "str"}
+            self.blocks.append({
+                "name": name, "description": description, "inputs": list(inputs),
+                "params": [{"name": k, "type": kinds[type(v)], "default": v} for k, v in params.items()],
+                "nodes": body.nodes, "edges": body.edges, "output": output,
+            })
+        return name
+
     def model(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "edges": self.edges}
+        model: dict[str, Any] = {"nodes": self.nodes, "edges": self.edges}
+        if self.blocks:
+            model["blocks"] = self.blocks
+        return model
 
     def spec(self, name: str, description: str, data: dict[str, Any], training: dict[str, Any]) -> PipelineSpec:
         return PipelineSpec.model_validate(

@@ -56,15 +56,28 @@ def lstm_text_classifier() -> PipelineSpec:
 @zoo_model("transformer_text_classifier", "Embedding + positions → 2 transformer encoder layers → mean → Linear")
 def transformer_text_classifier() -> PipelineSpec:
     g = GraphBuilder()
+    layer = _transformer_layer(g)
     x = g.add("Input", id="tokens", dtype="int64")
-    x = g.chain(
-        x,
-        ("Embedding", {"num_embeddings": VOCAB, "embedding_dim": 128}),
-        ("PositionalEmbedding", {}),
-        ("TransformerEncoderLayer", {"num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}),
-        ("TransformerEncoderLayer", {"num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}),
-        ("SequencePool", {"mode": "mean"}),
-        ("Linear", {"out_features": 2}),
-    )
+    x = g.chain(x, ("Embedding", {"num_embeddings": VOCAB, "embedding_dim": 128}), ("PositionalEmbedding", {}))
+    for i in range(2):
+        x = g.add(layer, x, id=f"encoder{i}", width=128, num_heads=4, dim_feedforward=256, dropout=0.1)
+    x = g.chain(x, ("SequencePool", {"mode": "mean"}), ("Linear", {"out_features": 2}))
     g.add("Output", x, id="output")
     return g.spec("transformer_text_classifier", "Small transformer encoder classifier.", _text_data(), _TRAINING)
+
+
+def _transformer_layer(g: GraphBuilder) -> str:
+    """Define the block ``transformer_layer``: a post-norm transformer encoder layer written out
+    (self-attention and a ReLU feed-forward, each with dropout, a residual Add and a LayerNorm), with
+    the parameters and MACs of the TransformerEncoderLayer op."""
+    body = GraphBuilder()
+    drop = {"p": {"param": "dropout"}}
+    attn = body.chain("x", ("MultiheadAttention", {"num_heads": {"param": "num_heads"}, "dropout": {"param": "dropout"}}),
+                      ("Dropout", drop))
+    x = body.add("LayerNorm", body.add("Add", "x", attn, id="residual1"), id="norm1")
+    ff = body.chain(x, ("Linear", {"out_features": {"param": "dim_feedforward"}}), ("ReLU", {}), ("Dropout", drop),
+                    ("Linear", {"out_features": {"param": "width"}}), ("Dropout", drop))
+    out = body.add("LayerNorm", body.add("Add", x, ff, id="residual2"), id="norm2")
+    params = {"width": 128, "num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}
+    return g.block("transformer_layer", "Transformer encoder layer (post-norm), the TransformerEncoderLayer op "
+                   "written out", params, body, out)

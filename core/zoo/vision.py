@@ -125,7 +125,11 @@ def _bottleneck(g: GraphBuilder, x: str, cin: int, width: int, stride: int) -> s
     return g.add("ReLU", g.add("Add", y, shortcut))
 
 
-def _resnet(g: GraphBuilder, x: str, blocks: list[int], bottleneck: bool, classes: int, cifar: bool) -> str:
+def _resnet(g: GraphBuilder, x: str, blocks: list[int], bottleneck: bool, classes: int, cifar: bool,
+            use_blocks: bool = True) -> str:
+    """A ResNet; with ``use_blocks`` each residual block is one use of a block (``basic_block``,
+    ``bottleneck``, and ``*_down`` for the first of a stage, with the projection shortcut), which is
+    how torchvision writes it; without, the same layers flat (the same parameters and MACs)."""
     if cifar:
         x = _conv_bn(g, x, 64, 3, 1)
     else:
@@ -136,14 +140,49 @@ def _resnet(g: GraphBuilder, x: str, blocks: list[int], bottleneck: bool, classe
         width = 64 * 2**stage
         for i in range(n):
             stride = 2 if stage > 0 and i == 0 else 1
-            if bottleneck:
+            out = width * 4 if bottleneck else width
+            if use_blocks:
+                down = stride != 1 or cin != out
+                name = _residual_block(g, bottleneck, down)
+                params = {"channels": width, **({"out_channels": out} if bottleneck else {}),
+                          **({"stride": stride} if down else {})}
+                x = g.add(name, x, id=f"layer{stage + 1}_{i}", **params)
+            elif bottleneck:
                 x = _bottleneck(g, x, cin, width, stride)
-                cin = width * 4
             else:
                 x = _basic_block(g, x, cin, width, stride)
-                cin = width
+            cin = out
     x = g.add("GlobalAvgPool", x)
     return g.add("Linear", x, out_features=classes)
+
+
+def _residual_block(g: GraphBuilder, bottleneck: bool, down: bool) -> str:
+    """Define (once) the residual block ``basic_block``/``bottleneck`` (``*_down``: with a strided 1×1
+    projection shortcut) in ``g`` and return its name."""
+    body = GraphBuilder()
+    channels: Any = {"param": "channels"}
+    stride: Any = {"param": "stride"} if down else 1
+    if bottleneck:
+        name, what = "bottleneck", "ResNet bottleneck block (1×1, 3×3 with the stride, 1×1 to 4×channels)"
+        out: Any = {"param": "out_channels"}
+        y = _conv_bn(body, "x", channels, 1, 1)
+        y = _conv_bn(body, y, channels, 3, stride)
+        y = _conv_bn(body, y, out, 1, 1, relu=False)
+        params: dict[str, Any] = {"channels": 64}
+    else:
+        name, what = "basic_block", "ResNet basic block (two 3×3 convolutions and the shortcut)"
+        out = channels
+        y = _conv_bn(body, "x", channels, 3, stride)
+        y = _conv_bn(body, y, channels, 3, 1, relu=False)
+        params = {"channels": 64}
+    shortcut = _conv_bn(body, "x", out, 1, stride, relu=False) if down else "x"
+    result = body.add("ReLU", body.add("Add", y, shortcut))
+    if down:
+        name, what, params = f"{name}_down", f"{what}, with a strided projection shortcut", {**params, "stride": 2}
+    if bottleneck:
+        # Block parameters are substituted whole: the 4× expansion is its own parameter.
+        params["out_channels"] = 256
+    return g.block(name, what, params, body, result)
 
 
 @zoo_model("resnet18_cifar", "ResNet-18, CIFAR variant (3×3 stem, no max-pool) for 32×32 images, 10 classes")
