@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.blocks import flat_id, param_reference
 from core.errors import Problem
 from core.extract import PORT_ORDER_KEY
 from core.ops import REGISTRY, Param
@@ -23,7 +24,7 @@ from core.spec import BlockSpec
 from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions
 
 PORT_KEY = "block_port"  # node data: this canvas node is the block's input port of that name
-BOUND_KEY = "param"  # an inner param value {"param": NAME} is bound to the block's parameter NAME
+BOUND_KEY = "param"  # an inner param value {"param": NAME} is bound to the block's parameter NAME (core.blocks)
 BLOCK_TOPIC = "graph.block"
 # Block parameter types (core.spec.BlockParamType) as the side form's parameter kinds; "str" has none.
 PARAM_KINDS = {"int": "int", "float": "float", "bool": "bool", "ints": "ints"}
@@ -32,20 +33,13 @@ USE_STYLE = {**NODE_STYLE, "border": "3px double #1f4e9c", "background": "#e8eff
 PORT_STYLE = {**NODE_STYLE, "border": "2px solid #2e7d32", "background": "#e8f5e9"}
 
 
-def expanded_id(use: str, inner: str) -> str:
-    """The id a block's inner node has in the expanded (flat) graph the validator checks."""
-    return f"{use}__{inner}"
-
-
 def is_port(node: dict[str, Any]) -> bool:
     return bool((node.get("data") or {}).get(PORT_KEY))
 
 
 def bound_to(value: Any) -> str | None:
     """The block parameter a value stands for (``{"param": NAME}``), or None for a plain value."""
-    if isinstance(value, dict) and set(value) == {BOUND_KEY} and isinstance(value[BOUND_KEY], str):
-        return value[BOUND_KEY]
-    return None
+    return param_reference(value)
 
 
 def port_node(name: str, index: int, x: float = 0.0, y: float = 0.0) -> dict[str, Any]:
@@ -192,7 +186,7 @@ class BlockEdits:
             block = self.block(name)
             if use is None or block is None:
                 return None
-            prefix = use if prefix is None else expanded_id(prefix, use)
+            prefix = use if prefix is None else flat_id(prefix, use)
             graph = block
         return prefix
 
@@ -202,7 +196,7 @@ class BlockEdits:
         if not self.open_path:
             return node_id
         use = self.shapes_use()
-        return expanded_id(use, node_id) if use else None
+        return flat_id(use, node_id) if use else None
 
     def uses(self, name: str) -> list[tuple[str | None, str]]:
         """Every use of block ``name``: (the block it is in, or None for the pipeline; the node id)."""

@@ -622,7 +622,7 @@ class Editor(BlockEdits):
             if shown:
                 lines.append(shown)
             key = self.info_key(node_id)
-            info = analysis.nodes.get(key) if analysis and key else None
+            info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis and key else None
             if self.multi_input(op):
                 order = self.incoming(node_id)
                 if order:

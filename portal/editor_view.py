@@ -429,7 +429,8 @@ def side_form(ed: Editor) -> None:
         declared, max_inputs = use_params(block), len(block["inputs"])
         blocks_view.use_header(ed, node_id, block)
     analysis = ed.analysis()
-    info = analysis.nodes.get(ed.info_key(node_id) or "") if analysis else None
+    key = ed.info_key(node_id) or ""
+    info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis else None
     if info is not None:
         st.markdown(f"Output **{info.output}** · {info.n_params:,} parameters · {info.macs:,} MACs")
     for p in ed.graph_problems().get(node_id, []):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from core.blocks import expand
 from tests.portal.block_specs import USES, two_use_json
 from tests.portal.conftest import (
     assert_no_exception,
@@ -59,6 +60,11 @@ def test_a_use_is_one_node_with_its_blocks_params_in_the_side_form(app):
     assert ed.node("stage2")["data"]["params"]["channels"] == 32
     assert "channels=32" in _nodes(at)["stage2"]["data"]["content"]
     assert {n.id: n.params for n in ed.spec().model.nodes}["stage2"] == {"channels": 32}
+    assert "→ 32×8×8" in _nodes(at)["stage2"]["data"]["content"]  # the use's output, inferred through the block
+    # a value the block's inner layer cannot take is a problem of that use, named where it is inside
+    form(at, "number_input", "param.stage2.channels").set_value(0).run()
+    assert any("model.nodes[stage2] > block conv_relu > conv.params.out_channels" in e.value for e in at.error)
+    assert _nodes(at)["stage2"]["style"]["border"].startswith("3px double #d62728")
 
 
 def test_opening_a_block_edits_every_use_and_back_returns_to_the_pipeline(app, downloads):
@@ -86,6 +92,9 @@ def test_opening_a_block_edits_every_use_and_back_returns_to_the_pipeline(app, d
     assert_no_exception(at)
     assert list(_nodes(at)) == ["input", "stage1", "stage2", "flatten", "head", "output"]
     assert not any("Editing the block" in t for t in _texts(at))
+    flat = {n.id: n.params for n in expand(editor(at).spec()).model.nodes}
+    assert flat["stage1__conv"]["kernel_size"] == flat["stage2__conv"]["kernel_size"] == 5  # every use
+    assert (flat["stage1__conv"]["out_channels"], flat["stage2__conv"]["out_channels"]) == (8, 16)
     spec = _exported(at, downloads)
     [block] = spec["model"]["blocks"]
     conv = next(n for n in block["nodes"] if n["id"] == "conv")
