@@ -38,17 +38,17 @@ def block_bar(ed: Editor) -> None:
     if name is None:
         if not ed.blocks:
             return
-        st.markdown("**Blocks** (each drawn as one node; open one to edit every use at once)")
+        st.markdown("**Blocks** (each use is one node; open a block to edit every use at once)")
         cols = st.columns(min(len(ed.blocks), 4))
         for i, b in enumerate(ed.blocks):
             n = len(ed.uses(b["name"]))
-            cols[i % len(cols)].button(f"Open block {b['name']}", key=f"editor.block.open.{b['name']}", on_click=_open,
+            cols[i % len(cols)].button(f"Open {b['name']}", key=f"editor.block.open.{b['name']}", on_click=_open,
                                        args=(ed, b["name"]), help=f"{b.get('description') or b['name']}: used by {n} "
-                                       f"node{'s' * (n != 1)}.", icon=":material/open_in_full:")
+                                       f"node{'s' * (n != 1)}.")
         return
     block = ed.graph
     crumbs = " › ".join(["Pipeline", *ed.open_path[:-1], f"**{name}**"])
-    st.info(f"Editing the block {crumbs}", icon=":material/account_tree:")
+    st.info(f"Editing the block {crumbs}")
     back, up, _ = st.columns([2, 2, 3], vertical_alignment="center")
     back.button("← Back to pipeline", key="editor.block.back", on_click=_close, args=(ed, 0), type="primary")
     if len(ed.open_path) > 1:
@@ -81,8 +81,7 @@ def use_header(ed: Editor, node_id: str, block: dict[str, Any]) -> None:
     n = len(ed.uses(block["name"]))
     st.caption(f"{block.get('description') or 'A composite block'}. Its parameters are below; the block's "
                f"nodes are edited by opening it (a change there changes all {n} use{'s' * (n != 1)}).")
-    st.button(f"Open block {block['name']}", key="editor.open_block", on_click=_open, args=(ed, block["name"]),
-              icon=":material/open_in_full:")
+    st.button(f"Open block {block['name']}", key="editor.open_block", on_click=_open, args=(ed, block["name"]))
 
 
 def _on_text(ed: Editor, node_id: str, name: str, key: str) -> None:

@@ -49,7 +49,7 @@ def test_a_use_is_one_node_with_its_blocks_params_in_the_side_form(app):
         assert "double" in nodes[use]["style"]["border"] and nodes[use]["style"]["background"] != \
             nodes["flatten"]["style"]["background"]  # a use looks unlike a plain op
     assert "channels=16" in nodes["stage2"]["data"]["content"]
-    assert at.button(key="editor.block.open.conv_relu").label == "Open block conv_relu"
+    assert at.button(key="editor.block.open.conv_relu").label == "Open conv_relu"
 
     fake_canvas_event(at, selected="stage2")
     field = form(at, "number_input", "param.stage2.channels")
