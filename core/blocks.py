@@ -53,6 +53,7 @@ class Expansion:
     problems: list[Problem] = field(default_factory=list)
     opaque: set[str] = field(default_factory=set)  # uses not expanded because of a problem
     outputs: dict[str, str] = field(default_factory=dict)  # top-level use -> flat id of its output
+    ports: dict[str, list[str]] = field(default_factory=dict)  # top-level use -> flat source of each input port
 
 
 def flat_id(prefix: str, inner: str) -> str:
@@ -122,6 +123,7 @@ class _Expander:
         self.origins: dict[str, Origin] = {}
         self.opaque: set[str] = set()
         self.outputs: dict[str, str] = {}
+        self.ports: dict[str, list[str]] = {}
 
     def run(self) -> Expansion:
         for block in self.spec.model.blocks:
@@ -137,7 +139,8 @@ class _Expander:
         self._top_level()
         flat = ModelSpec(nodes=self.nodes, edges=self.edges)
         spec = self.spec.model_copy(update={"model": flat})
-        return Expansion(spec, self.origins, self.edge_locations, self.problems, self.opaque, self.outputs)
+        return Expansion(spec, self.origins, self.edge_locations, self.problems, self.opaque, self.outputs,
+                         self.ports)
 
     def problem(self, location: str, message: str, node: str | None = None, **kw: Any) -> None:
         self.problems.append(Problem(location, message, node=node, **kw))
@@ -293,6 +296,7 @@ class _Expander:
                 sources = self._ports(node.id, block, incoming[node.id], f"model.nodes[{node.id}]", node.id)
                 if sources is None:
                     continue
+                self.ports[node.id] = [src for src, _ in sources]
                 self._expand(node.id, block, use_values(block, node.params), sources, node.id, ())
                 self.outputs[node.id] = self._output_of(node.id, expandable)
 

@@ -51,6 +51,8 @@ class Analysis:
     flat: PipelineSpec | None = None
     origins: dict[str, Origin] = field(default_factory=dict)
     uses: dict[str, NodeInfo] = field(default_factory=dict)
+    use_outputs: dict[str, str] = field(default_factory=dict)  # use -> flat id of the node giving its output
+    use_ports: dict[str, list[str]] = field(default_factory=dict)  # use -> flat source of each input port
 
     @property
     def graph(self) -> PipelineSpec:
@@ -104,6 +106,8 @@ def analyse(spec: PipelineSpec) -> Analysis:
     out.spec, out.flat, out.origins = spec, expanded.spec, expanded.origins
     out.problems[:] = expanded.problems + [_locate(p, expanded) for p in out.problems]
     out.uses = _use_summaries(spec, out, expanded.outputs)
+    out.use_outputs = {u: f for u, f in expanded.outputs.items() if u in out.uses}
+    out.use_ports = {u: expanded.ports[u] for u in out.use_outputs}
     return out
 
 

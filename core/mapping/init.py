@@ -58,10 +58,10 @@ def init_calls(model: MappedModel, analysis: Analysis) -> list[InitCall]:
     """The initialiser statements of the whole model, layer by layer in graph order."""
     calls: list[InitCall] = []
     for layer in model.layers:
-        declared = node_weights(analysis, analysis.nodes[layer.node_id])
         params: dict[str, Weight] = {}  # framework parameter -> its declaration (paddle splits in_proj in three)
-        for binding in layer.weights:
-            params.setdefault(binding.target, declared[binding.canonical.split("/", 1)[1]])
+        for binding in layer.weights:  # a use of a block binds the weights of all its nodes
+            node_id, name = binding.canonical.split("/", 1)
+            params.setdefault(binding.target, node_weights(analysis, analysis.nodes[node_id])[name])
         if any(not w.buffer for w in params.values()):
             calls += _calls(ident(layer.var), list(params.items()))
     return calls

@@ -72,11 +72,14 @@ def _transformer_layer(g: GraphBuilder) -> str:
     the parameters and MACs of the TransformerEncoderLayer op."""
     body = GraphBuilder()
     drop = {"p": {"param": "dropout"}}
-    attn = body.chain("x", ("MultiheadAttention", {"num_heads": {"param": "num_heads"}, "dropout": {"param": "dropout"}}),
-                      ("Dropout", drop))
-    x = body.add("LayerNorm", body.add("Add", "x", attn, id="residual1"), id="norm1")
-    ff = body.chain(x, ("Linear", {"out_features": {"param": "dim_feedforward"}}), ("ReLU", {}), ("Dropout", drop),
-                    ("Linear", {"out_features": {"param": "width"}}), ("Dropout", drop))
+    attn = body.add("MultiheadAttention", "x", id="self_attn", num_heads={"param": "num_heads"},
+                    dropout={"param": "dropout"})
+    x = body.add("Add", "x", body.add("Dropout", attn, id="dropout1", **drop), id="residual1")
+    x = body.add("LayerNorm", x, id="norm1")
+    ff = body.add("Linear", x, id="linear1", out_features={"param": "dim_feedforward"})
+    ff = body.add("Dropout", body.add("ReLU", ff, id="activation"), id="dropout_ff", **drop)
+    ff = body.add("Dropout", body.add("Linear", ff, id="linear2", out_features={"param": "width"}), id="dropout2",
+                  **drop)
     out = body.add("LayerNorm", body.add("Add", x, ff, id="residual2"), id="norm2")
     params = {"width": 128, "num_heads": 4, "dim_feedforward": 256, "dropout": 0.1}
     return g.block("transformer_layer", "Transformer encoder layer (post-norm), the TransformerEncoderLayer op "

@@ -101,12 +101,16 @@ def mnist_cnn() -> PipelineSpec:
 # --------------------------------------------------------------------------- ResNets
 
 
-def _conv_bn(g: GraphBuilder, x: str, out: int, k: int, s: int, relu: bool = True, groups: int = 1,
-             act: str = "ReLU") -> str:
-    x = g.add("Conv2d", x, out_channels=out, kernel_size=k, stride=s, padding=(k - 1) // 2, bias=False,
-              **({"groups": groups} if groups != 1 else {}))
-    x = g.add("BatchNorm2d", x)
-    return g.add(act, x) if relu else x
+def _conv_bn(g: GraphBuilder, x: str, out: Any, k: int, s: Any, relu: bool = True, groups: int = 1,
+             act: str = "ReLU", name: str | None = None) -> str:
+    """Convolution, BatchNorm and (``relu``) an activation; ``name`` gives them the ids conv<name>,
+    bn<name>, relu<name> (torchvision's names) instead of generated ones."""
+    ids = {"conv": None, "bn": None, "relu": None} if name is None else \
+        {"conv": f"conv{name}", "bn": f"bn{name}", "relu": f"relu{name}"}
+    x = g.add("Conv2d", x, id=ids["conv"], out_channels=out, kernel_size=k, stride=s, padding=(k - 1) // 2,
+              bias=False, **({"groups": groups} if groups != 1 else {}))
+    x = g.add("BatchNorm2d", x, id=ids["bn"])
+    return g.add(act, x, id=ids["relu"]) if relu else x
 
 
 def _basic_block(g: GraphBuilder, x: str, cin: int, out: int, stride: int) -> str:
@@ -163,20 +167,20 @@ def _residual_block(g: GraphBuilder, bottleneck: bool, down: bool) -> str:
     channels: Any = {"param": "channels"}
     stride: Any = {"param": "stride"} if down else 1
     if bottleneck:
-        name, what = "bottleneck", "ResNet bottleneck block (1×1, 3×3 with the stride, 1×1 to 4×channels)"
+        name, what = "bottleneck", "ResNet bottleneck block (1×1, 3×3 with the stride, 1×1 to out_channels)"
         out: Any = {"param": "out_channels"}
-        y = _conv_bn(body, "x", channels, 1, 1)
-        y = _conv_bn(body, y, channels, 3, stride)
-        y = _conv_bn(body, y, out, 1, 1, relu=False)
+        y = _conv_bn(body, "x", channels, 1, 1, name="1")
+        y = _conv_bn(body, y, channels, 3, stride, name="2")
+        y = _conv_bn(body, y, out, 1, 1, relu=False, name="3")
         params: dict[str, Any] = {"channels": 64}
     else:
         name, what = "basic_block", "ResNet basic block (two 3×3 convolutions and the shortcut)"
         out = channels
-        y = _conv_bn(body, "x", channels, 3, stride)
-        y = _conv_bn(body, y, channels, 3, 1, relu=False)
+        y = _conv_bn(body, "x", channels, 3, stride, name="1")
+        y = _conv_bn(body, y, channels, 3, 1, relu=False, name="2")
         params = {"channels": 64}
-    shortcut = _conv_bn(body, "x", out, 1, stride, relu=False) if down else "x"
-    result = body.add("ReLU", body.add("Add", y, shortcut))
+    shortcut = _conv_bn(body, "x", out, 1, stride, relu=False, name="_down") if down else "x"
+    result = body.add("ReLU", body.add("Add", y, shortcut, id="add"), id="relu")
     if down:
         name, what, params = f"{name}_down", f"{what}, with a strided projection shortcut", {**params, "stride": 2}
     if bottleneck:

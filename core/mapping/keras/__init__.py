@@ -14,7 +14,8 @@ import re
 from typing import Any
 
 from core.mapping import naming
-from core.mapping.base import ConvertContext, MappedLayer, MappedModel, Unsupported, converters
+from core.mapping.base import MappedModel, Unsupported, converters
+from core.mapping.blocks import Hooks, map_graph, rebase_lines
 from core.mapping.keras import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
@@ -82,10 +83,10 @@ def map_model(analysis: Analysis) -> MappedModel:
     reg = converters("keras")
     attrs = layer_names(analysis)
     outs = tensor_names(analysis, attrs)
-    mapped: dict[str, MappedLayer] = {}
-    for node in analysis.nodes.values():
-        ctx = ConvertContext(analysis, node, [mapped[s] for s in node.inputs], attrs[node.id], outs[node.id])
-        mapped[node.id] = reg.get(node.op, node.id)(ctx)
+    hooks = Hooks("keras", reg, MODEL_ATTRIBUTES | MODULE_NAMES, TENSOR_RESERVED,
+                  use_forward=lambda var, ins: f"self.{var}({', '.join(ins)}, training=training)",
+                  rebase=rebase_lines, tensors_from_layers=True, module_names=MODULE_NAMES)
+    mapped, classes = map_graph(analysis, hooks, attrs, outs)
     if analysis.input_id is None or analysis.output_id is None:
         raise Unsupported("the graph needs one Input and one Output node")
     first, last = mapped[analysis.input_id], mapped[analysis.output_id]
@@ -96,7 +97,7 @@ def map_model(analysis: Analysis) -> MappedModel:
         output_name=last.forward, input_layout=_layout_name(in_shape, layout_of(first)),
         output_layout=_layout_name(analysis.nodes[analysis.output_id].output.shape, "canon"),
         imports=("keras", "numpy"),
-        extra={"helpers": helpers, "input_channels_last": layout_of(first) == CL,
+        extra={"helpers": helpers, "classes": classes, "input_channels_last": layout_of(first) == CL,
                "keras_input_shape": keras_shape(in_shape, layout_of(first))},
     )
 

@@ -14,7 +14,8 @@ import builtins
 from typing import Any
 
 from core.mapping import naming
-from core.mapping.base import ConvertContext, MappedLayer, MappedModel, converters
+from core.mapping.base import ConvertContext, MappedModel, converters
+from core.mapping.blocks import Hooks, map_graph, rebase_weights
 from core.mapping.paddle import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
@@ -70,12 +71,10 @@ def map_model(analysis: Analysis) -> MappedModel:
     reg = converters("paddle")
     if analysis.input_id is None or analysis.output_id is None:
         raise ValueError("the graph has no Input or Output node; validate the spec before mapping it")
-    layers_by_id: dict[str, MappedLayer] = {}
-    var_of, out_of = layer_names(analysis), tensor_names(analysis)
-    for node in analysis.nodes.values():
-        ctx = ConvertContext(analysis, node, [layers_by_id[s] for s in node.inputs], var_of[node.id],
-                             out_of[node.id])
-        layers_by_id[node.id] = reg.get(node.op, node.id)(ctx)
+    hooks = Hooks("paddle", reg, LAYER_ATTRIBUTES | MODULE_NAMES, TENSOR_RESERVED,
+                  use_forward=lambda var, ins: f"self.{var}({', '.join(ins)})", rebase=rebase_weights,
+                  module_names=MODULE_NAMES)
+    layers_by_id, classes = map_graph(analysis, hooks, layer_names(analysis), tensor_names(analysis))
     inp, outp = analysis.nodes[analysis.input_id], analysis.nodes[analysis.output_id]
     helpers = sorted({h for layer in layers_by_id.values() for h in layer.extra.get("helpers", ())})
     return MappedModel(
@@ -87,7 +86,7 @@ def map_model(analysis: Analysis) -> MappedModel:
         input_layout=naming.logical_layout(inp.output.shape, inp.output.dtype, analysis, inp.id),
         output_layout=naming.logical_layout(outp.output.shape, outp.output.dtype, analysis, outp.id),
         imports=("numpy", "paddle"),
-        extra={"helpers": helpers},
+        extra={"helpers": helpers, "classes": classes},
     )
 
 

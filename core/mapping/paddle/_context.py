@@ -36,8 +36,8 @@ def model_context(spec: PipelineSpec, analysis: Analysis, model: MappedModel) ->
     inp = analysis.nodes[analysis.input_id].output
     out = analysis.nodes[analysis.output_id].output
     ops = {n.op for n in analysis.nodes.values()}
-    code = "\n".join(filter(None, [layer.forward for layer in model.layers] +
-                            [layer.ctor or "" for layer in model.layers]))
+    layers = [*model.layers, *(layer for cls in model.extra.get("classes", ()) for layer in cls.layers)]
+    code = "\n".join(filter(None, [layer.forward for layer in layers] + [layer.ctor or "" for layer in layers]))
     helpers = set(model.extra.get("helpers", ()))
     init = init_lines(model, analysis)
     return {
