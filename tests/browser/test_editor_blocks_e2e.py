@@ -57,6 +57,9 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
     uses = [n.id for n in template.model.nodes if n.op == BLOCK]
     others = [n.id for n in template.model.nodes if n.op != BLOCK and template.model.block(n.op)]
     assert len(uses) >= 2 and others  # the block is used several times, and another block too
+    block = template.model.block(BLOCK)
+    bound = next(x.id for x in block.nodes if x.params.get("out_channels") == {"param": "channels"})
+    norm = next(x.id for x in block.nodes if x.op == "BatchNorm2d")
 
     context, page = _page(browser)
     page.goto(portal.url)
@@ -73,20 +76,20 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
     # open the block from a selected use: its own subgraph, the input port and the output marked
     click_node(page, uses[0])
     click_button(page, f"Open block {BLOCK}")
-    wait_node(page, "x", "input port")
-    wait_node(page, "relu2", "output of the block")
+    wait_node(page, block.inputs[0], "input port")
+    wait_node(page, block.output, "output of the block")
     wait_text(page, f"Editing the block Pipeline › {BLOCK}")
     inside = canvas_view(page)
-    assert inside["nodes"] == len(template.model.block(BLOCK).nodes) + 1, inside  # + its input port
+    assert inside["nodes"] == len(block.nodes) + 1, inside  # + its input port
     assert inside["smallest_text_px"] >= READABLE_PX, inside
     shot(page, ARTIFACTS, "21-block-opened")
 
     # a bound parameter says so; an inner parameter is edited through the side form
-    click_node(page, "conv2d1")
+    click_node(page, bound)
     wait_text(page, "bound to block param channels (int, default 64)", exact=False)
-    click_node(page, "batchnorm2d1")
+    click_node(page, norm)
     set_number(page, "momentum", 0.25)
-    wait_node(page, "batchnorm2d1", "momentum=0.25")
+    wait_node(page, norm, "momentum=0.25")
     shot(page, ARTIFACTS, "22-block-inner-node-edited")
 
     click_button(page, "← Back to pipeline")
@@ -98,10 +101,10 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
 
     # the exported spec: the one definition changed, hence every use of it, and nothing else
     doc = _export(page)
-    block = next(b for b in doc["model"]["blocks"] if b["name"] == BLOCK)
-    assert next(x for x in block["nodes"] if x["id"] == "batchnorm2d1")["params"] == {"momentum": 0.25}
+    exported = next(b for b in doc["model"]["blocks"] if b["name"] == BLOCK)
+    assert next(x for x in exported["nodes"] if x["id"] == norm)["params"] == {"momentum": 0.25}
     assert [x["id"] for x in doc["model"]["nodes"]] == [x.id for x in template.model.nodes]
     flat = {x.id: x.params for x in expand(spec_from_json(json.dumps(doc), source="export")).model.nodes}
-    assert all(flat[f"{u}__batchnorm2d1"].get("momentum") == 0.25 for u in uses)
-    assert all(flat[f"{u}__batchnorm2d1"].get("momentum", 0.1) == 0.1 for u in others)
+    assert all(flat[f"{u}__{norm}"].get("momentum") == 0.25 for u in uses)
+    assert all(flat[f"{u}__{norm}"].get("momentum", 0.1) == 0.1 for u in others)
     context.close()
