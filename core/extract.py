@@ -49,10 +49,9 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 
 def extract(flow: Any, data_form: dict[str, Any] | None = None, training_form: dict[str, Any] | None = None,
-            name: str = "pipeline", description: str = "", blocks: list[dict[str, Any]] | None = None) -> Extraction:
-    """Build a spec from a flow state (object or dict with ``nodes``/``edges``) and the two forms.
-
-    ``blocks``: the model's blocks in the spec's own form (the editor converts its canvas form of them)."""
+            name: str = "pipeline", description: str = "") -> Extraction:
+    """Build a spec from a flow state (object or dict with ``nodes``/``edges``, and the spec's ``blocks``
+    as JSON when it has any: the canvas shows their uses as nodes) and the two forms."""
     state = _as_dict(flow)
     raw_nodes = [_as_dict(n) for n in state.get("nodes") or []]
     raw_edges = [_as_dict(e) for e in state.get("edges") or []]
@@ -123,7 +122,7 @@ def extract(flow: Any, data_form: dict[str, Any] | None = None, training_form: d
         "name": name or "pipeline",
         "description": description,
         "data": data_form or {},
-        "model": {"nodes": nodes, "edges": edges, **({"blocks": blocks} if blocks else {})},
+        "model": {"nodes": nodes, "edges": edges, "blocks": state.get("blocks") or []},
         "training": training_form or {},
     }
     try:

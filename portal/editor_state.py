@@ -560,9 +560,9 @@ class Editor(BlockEdits):
         if self._cache_rev == self.rev and self._extraction is not None:
             return
         d = self.doc
-        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"]}, d["data"], d["training"],
-                                   name=d.get("name") or "pipeline", description=d.get("description") or "",
-                                   blocks=[block_from_canvas(b) for b in d.get("blocks") or []])
+        blocks = [block_from_canvas(b) for b in d.get("blocks") or []]  # the spec's form of the open-able blocks
+        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"], "blocks": blocks}, d["data"], d["training"],
+                                   name=d.get("name") or "pipeline", description=d.get("description") or "")
         self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
         self._cache_rev = self.rev
         self._canvas_nodes = self._decorate()
