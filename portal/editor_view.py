@@ -151,6 +151,8 @@ GUIDE = """\
 3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
    to another node's top handle to connect them. Click a node to edit it in the form on the right.
    Every node shows its output shape; a problem marks the node red and is listed under the canvas.
+   A composite block (▣, e.g. a ResNet basic block) is one node: **Open block** edits it, and so
+   every use of it; **← Back to pipeline** returns.
 4. **Training layer**: epochs, loss, optimizer, schedule, and the nodes and GPUs to run on.
 5. When the line under the canvas says **Valid**, submit it on the **Runs** page; the **Code** page
    shows the programs FlowTrain generates for PyTorch, Keras and PaddlePaddle.
