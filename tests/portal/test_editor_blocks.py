@@ -155,3 +155,11 @@ def test_a_use_added_from_the_palette_is_a_block_node(app):
     assert ed.selected == "convrelu1" and ed.node("convrelu1")["data"]["op"] == "conv_relu"
     assert form(at, "number_input", "param.convrelu1.channels").value == 8  # the block parameter's default
     assert "double" in _nodes(at)["convrelu1"]["style"]["border"]
+
+
+def test_the_code_page_of_a_pipeline_with_blocks_lists_the_ops_inside_them(app):
+    at = _imported(app)
+    at.switch_page("pages/code.py").run(timeout=300)
+    assert_no_exception(at)
+    ops = [row for row in at.dataframe[0].value["op"]]
+    assert "Conv2d" in ops and "ReLU" in ops and "conv_relu" not in ops  # the layers the block is made of
