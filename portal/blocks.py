@@ -13,15 +13,16 @@ The spec format is docs/blocks.md; :func:`block_to_canvas` and :func:`block_from
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
-from core.blocks import flat_id, param_reference
+from core.blocks import flat_id, param_reference, references
 from core.errors import Problem
 from core.extract import PORT_ORDER_KEY
 from core.ops import REGISTRY, Param
-from core.spec import BlockSpec
-from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions
+from core.spec import BLOCK_NAME_PATTERN, BlockSpec
+from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
 
 PORT_KEY = "block_port"  # node data: this canvas node is the block's input port of that name
 BOUND_KEY = "param"  # an inner param value {"param": NAME} is bound to the block's parameter NAME (core.blocks)
@@ -266,3 +267,84 @@ class BlockEdits:
         else:
             value = {BOUND_KEY: block_param}
         self.set_param(node_id, name, value)  # type: ignore[attr-defined]
+
+    def make_block(self, node_ids: list[str], name: str) -> str | None:
+        """Turn the nodes ``node_ids`` of the shown graph into a new block ``name`` used once in their
+        place (the edges into them become its input ports, in order; the one node feeding the rest of
+        the graph, or the only one feeding nothing, its output). None when done, else why not."""
+        why = self._block_refusal(node_ids, name)
+        if why:
+            return why
+        chosen = set(node_ids)
+        edges = self.graph["edges"]
+        sources = list(dict.fromkeys(e["source"] for e in edges if e["target"] in chosen and e["source"] not in chosen))
+        feeding = {e["source"] for e in edges if e["source"] in chosen and e["target"] not in chosen}
+        sinks = [i for i in node_ids if not any(e["source"] == i and e["target"] in chosen for e in edges)]
+        outs = feeding or set(sinks)
+        if len(outs) != 1 or not sources:
+            return (f"Nothing feeds {', '.join(node_ids)} from outside: a block needs an input." if not sources else
+                    f"A block has one output, and {', '.join(sorted(outs))} would each be one (they feed the rest "
+                    "of the graph, or nothing). Choose nodes that end in one.")
+        [output] = outs
+        ports = [f"x{i}" if len(sources) > 1 else "x" for i in range(len(sources))]
+        ports = [p if p not in chosen else f"{p}_in" for p in ports]
+        port_of = dict(zip(sources, ports))
+        inner = [copy.deepcopy(n) for n in self.graph["nodes"] if n["id"] in chosen]
+        for n in inner:
+            order = n["data"].get(PORT_ORDER_KEY)
+            if isinstance(order, list):
+                n["data"][PORT_ORDER_KEY] = [port_of.get(s, s) for s in order]
+        top = min(n["position"]["y"] for n in inner)
+        inner_edges = [{**e, "id": f"st-flow-edge_{port_of.get(e['source'], e['source'])}-{e['target']}",
+                        "source": port_of.get(e["source"], e["source"])} for e in edges if e["target"] in chosen]
+        nodes = [port_node(p, i, (i - (len(ports) - 1) / 2) * NODE_X_STEP, top - NODE_Y_STEP) for i, p in enumerate(ports)]
+        use = self.new_node_id(name)  # type: ignore[attr-defined]
+        rewired: list[dict[str, Any]] = []
+        for e in edges:
+            if e["source"] in chosen and e["target"] in chosen:
+                continue
+            src = use if e["source"] in chosen else e["source"]
+            tgt = use if e["target"] in chosen else e["target"]
+            if (src, tgt) not in [(r["source"], r["target"]) for r in rewired]:
+                rewired.append({**e, "id": f"st-flow-edge_{src}-{tgt}", "source": src, "target": tgt})
+        if any(path_between(rewired, r["target"], use) for r in rewired if r["source"] == use):
+            return (f"{', '.join(node_ids)} leave out a node between them (their one block node would feed "
+                    "itself): add the nodes in between.")
+        # parameters bound to the open block's: the new block declares them, and its use passes them on
+        used = {r for n in inner for v in (n["data"].get("params") or {}).values() for r in references(v)}
+        declared = [copy.deepcopy(p) for p in self.graph.get("params") or [] if p["name"] in used]
+        self._snapshot()  # type: ignore[attr-defined]
+        self.blocks.append({"name": name, "description": "", "inputs": ports, "params": declared, "output": output,
+                            "nodes": nodes + inner, "edges": inner_edges})
+        first = inner[0]["position"]
+        data: dict[str, Any] = {"op": name, "params": {p["name"]: {BOUND_KEY: p["name"]} for p in declared},
+                                "content": name}
+        if len(sources) > 1:
+            data[PORT_ORDER_KEY] = list(sources)
+        self.graph["nodes"] = [n for n in self.graph["nodes"] if n["id"] not in chosen] + [
+            {"id": use, "position": dict(first), "data": data, "type": "default"}]
+        for n in self.graph["nodes"]:  # a multi-input node fed by the block's output: the use takes its port
+            order = n["data"].get(PORT_ORDER_KEY)
+            if isinstance(order, list) and n["id"] != use:
+                order[:] = [use if s == output else s for s in order]
+        self.graph["edges"] = rewired
+        self.selected = use
+        self.refresh_forms()  # type: ignore[attr-defined]
+        self._changed(canvas=False)  # type: ignore[attr-defined]
+        self._remount()  # type: ignore[attr-defined]
+        return None
+
+    def _block_refusal(self, node_ids: list[str], name: str) -> str | None:
+        shown = {n["id"]: n for n in self.graph["nodes"]}
+        if not re.fullmatch(BLOCK_NAME_PATTERN, name or ""):
+            return (f"{name!r} cannot name a block: use letters, digits and _ (not starting with a digit), "
+                    "at most 64 characters.")
+        if name in REGISTRY or self.block(name) is not None:
+            return f"{name} is taken already (by {'a layer type' if name in REGISTRY else 'a block'}); choose another name."
+        if not node_ids:
+            return "Choose the nodes that make up the block."
+        bad = [i for i in node_ids if i not in shown or is_port(shown[i])
+               or shown[i]["data"].get("op") in ("Input", "Output")]
+        if bad:
+            return f"{', '.join(bad)} cannot go into a block (Input, Output and a block's ports stay where they are)."
+        return None

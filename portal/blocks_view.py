@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from core.ops import Param
-from portal.blocks import bound_to
+from portal.blocks import BLOCK_TOPIC, bound_to, is_port
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_messages, shown_value, wkey
 from portal.session import reset_widgets
@@ -151,3 +151,28 @@ def port_form(ed: Editor, node_id: str) -> None:
                "block's first nodes by dragging from its bottom handle.")
     targets = [e["target"] for e in ed.edges if e["source"] == node_id]
     st.markdown("Feeds: " + (", ".join(f"`{t}`" for t in targets) or "nothing yet"))
+
+
+def _make(ed: Editor) -> None:
+    ids = list(st.session_state.get("editor.make.nodes") or [])
+    name = (st.session_state.get("editor.make.name") or "").strip()
+    why = ed.make_block(ids, name)
+    if why:
+        ed.notice("error", f"Could not make the block: {why}", topic=BLOCK_TOPIC)
+        return
+    ed.notice("success", f"Made the block {name} from {', '.join(ids)}; {ed.selected} uses it. Open it to "
+                         "edit it, or add more uses from the palette.", topic=BLOCK_TOPIC)
+    reset_widgets("editor.")
+
+
+def make_block_form(ed: Editor) -> None:
+    """Choose nodes of the graph shown and a name: they become a new block, used once in their place."""
+    candidates = [n["id"] for n in ed.nodes if not is_port(n) and n["data"].get("op") not in ("Input", "Output")]
+    if len(candidates) < 1:
+        return
+    with st.expander("Make a block from nodes"):
+        st.multiselect("Nodes", candidates, key="editor.make.nodes", placeholder="choose the nodes…",
+                       help="Connected nodes with one node that feeds the rest of the graph (the block's output).")
+        st.text_input("Block name", key="editor.make.name", placeholder="e.g. conv_bn_relu",
+                      help="Letters, digits and _, not starting with a digit.")
+        st.button("Make block", key="editor.make", on_click=_make, args=(ed,))

@@ -513,6 +513,7 @@ def graph_layer(ed: Editor, need: Problem | None = None) -> None:
                  help="Arrange the nodes top to bottom in layers.")
         b.caption(f"{len(ed.nodes)} nodes · {len(ed.edges)} edges")
         blocks_view.block_bar(ed)
+        blocks_view.make_block_form(ed)
         notices(ed, "graph")
         canvas.draw(ed)
         validation(ed, need)

@@ -163,3 +163,27 @@ def test_the_code_page_of_a_pipeline_with_blocks_lists_the_ops_inside_them(app):
     assert_no_exception(at)
     ops = [row for row in at.dataframe[0].value["op"]]
     assert "Conv2d" in ops and "ReLU" in ops and "conv_relu" not in ops  # the layers the block is made of
+
+
+def test_a_block_made_from_chosen_nodes_replaces_them_and_computes_the_same(app):
+    at = app()
+    at.selectbox(key="toolbar.template").set_value("mnist_cnn").run()
+    at.button(key="toolbar.load").click().run()
+    ed = editor(at)
+    before = ed.analysis()
+    at.multiselect(key="editor.make.nodes").set_value(["conv2d1", "relu1", "conv2d2", "relu2"])
+    at.text_input(key="editor.make.name").set_value("Linear")
+    at.button(key="editor.make").click().run()
+    assert any("Could not make the block: Linear is taken already" in e.value for e in at.error)
+    assert not ed.blocks and len(_nodes(at)) == 13
+    at.text_input(key="editor.make.name").set_value("conv_pair")
+    at.button(key="editor.make").click().run()
+    assert_no_exception(at)
+    assert any(s.value.startswith("Made the block conv_pair from conv2d1, relu1, conv2d2, relu2") for s in at.success)
+    nodes = _nodes(at)
+    assert len(nodes) == 10 and "double" in nodes["convpair1"]["style"]["border"] and ed.selected == "convpair1"
+    after = ed.analysis()
+    assert ed.problems() == [] and after.total_params == before.total_params
+    assert after.uses["convpair1"].output == before.nodes["relu2"].output
+    at.button(key="editor.block.open.conv_pair").click().run()
+    assert list(_nodes(at)) == ["x", "conv2d1", "relu1", "conv2d2", "relu2"]
