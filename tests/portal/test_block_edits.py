@@ -84,3 +84,18 @@ def test_problems_inside_a_block_mark_the_inner_node_they_name():
     ed.add_node("ReLU")  # relu1, left unconnected: a problem of the block's definition
     assert [p.location for p in ed.problems()] == ["model.blocks[conv_relu].nodes[relu1]"]
     assert set(ed.graph_problems()) == {"relu1"}  # the longest id that fits, not 'relu'
+
+
+def test_making_a_block_refuses_a_choice_that_would_feed_itself():
+    ed = Editor()
+    ed.load_spec(zoo.template("mnist_cnn"))
+    why = ed.make_block(["conv2d1", "relu2"], "gap")  # conv2d1 → relu1 → conv2d2 → relu2 leaves two out
+    assert why is not None and "would each be one" in why
+    ed = Editor()
+    for op in ("ReLU", "Tanh", "ReLU"):
+        ed.add_node(op)
+    for a, b in [("input", "relu1"), ("relu1", "tanh1"), ("tanh1", "relu2")]:
+        assert ed.connect(a, b)
+    why = ed.make_block(["relu1", "relu2"], "gap")  # tanh1 between them stays out: the use would feed itself
+    assert why is not None and "feed itself" in why
+    assert not ed.blocks and [n["id"] for n in ed.nodes] == ["input", "output", "relu1", "tanh1", "relu2"]
