@@ -75,8 +75,8 @@ class BlockClass:
 
     @property
     def config(self) -> str:
-        """``{"channels": self.channels, …}``: the constructor arguments (Keras get_config)."""
-        return "{" + ", ".join(f"{literal(a.name)}: self.{a.name}" for a in self.args) + "}"
+        """``"channels": self.channels, …``: the constructor arguments, for Keras' get_config."""
+        return ", ".join(f"{literal(a.name)}: self.{a.name}" for a in self.args)
 
 
 @dataclass
@@ -172,9 +172,10 @@ def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]
     var = {n.id: naming.unique(naming.sanitise(local[n.id]), taken, reserved) for n in members}
     port_names: list[str] = []
     tensor_taken: set[str] = set()
+    # Locals of the class's forward: they must not hide the module's names, builtins or its arguments.
+    local_reserved = set(hooks.module_names) | set(dir(builtins)) | {"self", "training"}
     for port in block.inputs:
-        port_names.append(naming.unique(naming.sanitise(port) if port != block.inputs[0] else "x", tensor_taken,
-                                        set(hooks.tensor_reserved) - {"x"}))
+        port_names.append(naming.unique(naming.sanitise(port), tensor_taken, local_reserved))
     sources = analysis.use_ports[use]
     port_of = {}
     for name, source in zip(port_names, sources, strict=True):
@@ -190,7 +191,7 @@ def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]
             out[n.id] = out[src] if src in out else port_of[src]
         else:
             base = var[n.id] if hooks.tensors_from_layers else naming.sanitise(local[n.id])
-            out[n.id] = naming.unique(base, tensor_taken, set(hooks.tensor_reserved) | set(port_names))
+            out[n.id] = naming.unique(base, tensor_taken, local_reserved | set(port_names))
     stubs = {s: replace(layer, out=port_of[s], forward=port_of[s]) for s, layer in zip(sources, ins, strict=True)}
     mapped: dict[str, MappedLayer] = {}
     result: list[tuple[str, MappedLayer]] = []
@@ -348,7 +349,16 @@ def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, Mapped
     output_flat = analysis.use_outputs[use_ids[0]]
     output = next(layer.out for _, layer in group[0][1] if layer.node_id == output_flat)
     doc = literal(block.description) if block.description else ""
-    return BlockClass(name=ident(name), block=block.name, doc=doc, args=tuple(args.values()), inputs=tuple(ports),
+    order = list(params)
+
+    def position(item: tuple[tuple[Any, ...], Arg]) -> tuple[int, int]:
+        key, _ = item  # inputs' sizes first (torchvision's inplanes), then the block's params, then the rest
+        if key[0] == "shape":
+            return (0, 0)
+        return (1, order.index(key[1])) if key[0] == "param" else (2, 0)
+
+    ordered = tuple(arg for _, arg in sorted(args.items(), key=position))
+    return BlockClass(name=ident(name), block=block.name, doc=doc, args=ordered, inputs=tuple(ports),
                       layers=tuple(layers), output=output, uses=tuple(use_ids))
 
 

@@ -1,0 +1,122 @@
+"""Blocks in the generated programs: one class per block, instantiated per use with its arguments, in
+every framework; names that would shadow the program's own are renamed; the block's description is
+only ever a string literal; and the programs compute what the expanded graph computes."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from typing import Any
+
+import pytest
+
+from core import zoo
+from core.codegen import generate, mapper
+from core.equivalence import check
+from core.load import spec_from_dict
+from core.mapping.base import FRAMEWORKS
+from tests.mapping.test_generation_properties import HOSTILE, MARK, assert_user_text_only_in_strings
+
+
+def classes(source: str) -> dict[str, ast.ClassDef]:
+    return {node.name: node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_resnet_blocks_are_one_class_each_instantiated_per_use(framework: str) -> None:
+    model = generate(zoo.template("resnet18_cifar"), framework).files["model.py"]
+    assert {"BasicBlock", "BasicBlockDown", "FlowTrainModel"} <= classes(model).keys()
+    assert len(re.findall(r"^class BasicBlock\(", model, re.M)) == 1
+    assert "self.layer2_0 = BasicBlockDown(in_channels=64, channels=128, stride=2)" in model
+    assert "self.layer4_1 = BasicBlock(channels=512)" in model
+    assert len(re.findall(r"= BasicBlock(Down)?\(", model)) == 8  # the 8 uses
+    init = next(f for f in classes(model)["BasicBlockDown"].body if isinstance(f, ast.FunctionDef))
+    assert [a.arg for a in init.args.args] == ["self", "in_channels", "channels", "stride"]
+
+
+def two_input_spec(description: str = "", param: str = "width") -> dict[str, Any]:
+    """Digits → two uses of ``dense`` → ``merge`` (a block with two inputs) → head."""
+    dense = {"name": "dense", "description": description, "inputs": ["x"],
+             "params": [{"name": param, "type": "int", "default": 32}],
+             "nodes": [{"id": "fc", "op": "Linear", "params": {"out_features": {"param": param}}},
+                       {"id": "act", "op": "ReLU"}],
+             "edges": [{"source": "x", "target": "fc"}, {"source": "fc", "target": "act"}], "output": "act"}
+    merge = {"name": "merge", "inputs": ["a", "b"], "params": [{"name": "self", "type": "int", "default": 16}],
+             "nodes": [{"id": "sum", "op": "Add"}, {"id": "fc", "op": "Linear",
+                                                     "params": {"out_features": {"param": "self"}}}],
+             "edges": [{"source": "a", "target": "sum", "port": 0}, {"source": "b", "target": "sum", "port": 1},
+                       {"source": "sum", "target": "fc"}], "output": "fc"}
+    return {
+        "name": "two_inputs", "data": {"source": "sklearn:digits"},
+        "model": {
+            "blocks": [dense, merge],
+            "nodes": [{"id": "input", "op": "Input"}, {"id": "flat", "op": "Flatten"},
+                      {"id": "d1", "op": "dense", "params": {param: 48}}, {"id": "d2", "op": "dense",
+                                                                         "params": {param: 48}},
+                      {"id": "m", "op": "merge", "params": {"self": 24}},
+                      {"id": "head", "op": "Linear", "params": {"out_features": 10}}, {"id": "output", "op": "Output"}],
+            "edges": [{"source": "input", "target": "flat"}, {"source": "flat", "target": "d1"},
+                      {"source": "d1", "target": "d2"}, {"source": "d1", "target": "m", "port": 1},
+                      {"source": "d2", "target": "m", "port": 0}, {"source": "m", "target": "head"},
+                      {"source": "head", "target": "output"}],
+        },
+        "training": {"epochs": 1},
+    }
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("param", ["nn", "layers", "keras", "paddle", "torch", "F", "print", "build_model", "width"])
+def test_block_parameters_that_would_shadow_the_programs_names_are_renamed(framework: str, param: str) -> None:
+    files = generate(spec_from_dict(two_input_spec(param=param)), framework).files
+    model = files["model.py"]
+    compile(model, "model.py", "exec")
+    init = next(f for f in classes(model)["Dense"].body if isinstance(f, ast.FunctionDef))
+    [arg] = [a.arg for a in init.args.args[1:] if a.arg.startswith(param)]
+    shadows = param in mapper(framework).MODULE_NAMES or param in dir(builtins)
+    assert arg == (f"{param}_" if shadows else param)
+    assert f"= Dense(in_features=64, {arg}=48)" in model
+    merge_init = next(f for f in classes(model)["Merge"].body if isinstance(f, ast.FunctionDef))
+    assert [a.arg for a in merge_init.args.args] == ["self", "self_"]
+    call = next(f for f in classes(model)["Merge"].body if isinstance(f, ast.FunctionDef)
+                and f.name in ("forward", "call"))
+    assert [a.arg for a in call.args.args][:3] == ["self", "a", "b"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_hostile_block_description_is_only_a_string_literal(framework: str, text: str) -> None:
+    doc = two_input_spec(description=text)
+    doc["name"] = f"{MARK}"
+    files = generate(spec_from_dict(doc), framework).files
+    assert_user_text_only_in_strings(files)
+    assert ast.get_docstring(classes(files["model.py"])["Dense"]) == text
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_uses_of_different_form_get_a_class_each(framework: str) -> None:
+    """A stride of 1 and of 2 with 'same' padding are different code in every framework."""
+    block = {"name": "conv_block", "params": [{"name": "stride", "type": "int", "default": 1}],
+             "nodes": [{"id": "conv", "op": "Conv2d", "params": {"out_channels": 4, "kernel_size": 3,
+                                                                  "padding": "same", "stride": {"param": "stride"}}}],
+             "edges": [{"source": "x", "target": "conv"}], "output": "conv"}
+    doc = {"name": "forms", "data": {"source": "sklearn:digits"},
+           "model": {"blocks": [block],
+                     "nodes": [{"id": "input", "op": "Input"}, {"id": "c1", "op": "conv_block"},
+                               {"id": "c2", "op": "conv_block", "params": {"stride": 2}},
+                               {"id": "pool", "op": "GlobalAvgPool"},
+                               {"id": "head", "op": "Linear", "params": {"out_features": 10}},
+                               {"id": "output", "op": "Output"}],
+                     "edges": [{"source": a, "target": b} for a, b in
+                               [("input", "c1"), ("c1", "c2"), ("c2", "pool"), ("pool", "head"), ("head", "output")]]}}
+    model = generate(spec_from_dict(doc), framework).files["model.py"]
+    assert {"ConvBlock", "ConvBlock_2"} <= classes(model).keys()
+    assert "self.c1 = ConvBlock(" in model and "self.c2 = ConvBlock_2(" in model
+
+
+@pytest.mark.frameworks
+def test_a_spec_with_blocks_computes_the_same_in_every_framework() -> None:
+    """Two-input block, port order swapped, renamed parameters: the same outputs for the same weights."""
+    report = check(spec_from_dict(two_input_spec(param="nn")), tolerance=1e-6, batch=2)
+    assert report.compared == list(FRAMEWORKS), report.text()
+    assert report.ok, report.text()
