@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from core import zoo
 from core.blocks import expand
 from tests.portal.block_specs import USES, two_use_json
 from tests.portal.conftest import (
@@ -187,3 +190,22 @@ def test_a_block_made_from_chosen_nodes_replaces_them_and_computes_the_same(app)
     assert after.uses["convpair1"].output == before.nodes["relu2"].output
     at.button(key="editor.block.open.conv_pair").click().run()
     assert list(_nodes(at)) == ["x", "conv2d1", "relu1", "conv2d2", "relu2"]
+
+
+@pytest.mark.parametrize("name", [e.name for e in zoo.entries() if zoo.template(e.name).model.blocks])
+def test_every_zoo_block_opens_and_its_uses_show_their_params(app, name):
+    template = zoo.template(name)
+    at = app()
+    at.selectbox(key="toolbar.template").set_value(name).run()
+    at.button(key="toolbar.load").click().run()
+    for block in template.model.blocks:
+        use = next(n for n in template.model.nodes if n.op == block.name)
+        fake_canvas_event(at, selected=use.id)
+        for p in block.params:  # typed widgets showing the use's value (or the default)
+            kind = "number_input" if p.type in ("int", "float") else "text_input"
+            assert form(at, kind, f"param.{use.id}.{p.name}").value == use.params.get(p.name, p.default)
+        at.button(key="editor.open_block").click().run()
+        assert_no_exception(at)
+        assert set(_nodes(at)) == {*block.inputs, *(n.id for n in block.nodes)}
+        assert not any("⚠" in n["data"]["content"] for n in _nodes(at).values())
+        at.button(key="editor.block.back").click().run()
