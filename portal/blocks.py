@@ -8,13 +8,14 @@ definition, hence every use of it. A block's input ports are drawn as nodes of t
 with :data:`PORT_KEY`, not deletable, no incoming edges); edges leave them under the port's name,
 as the spec writes them. The node named by the block's ``output`` is marked on the canvas.
 
-The spec format is docs/blocks.md; :func:`block_to_canvas` and :func:`block_from_canvas` convert.
+The spec format is :class:`core.spec.BlockSpec` (docs/blocks.md); :func:`block_to_canvas` and :func:`block_from_canvas` convert.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 from core.blocks import flat_id, param_reference, references
@@ -48,7 +49,7 @@ def port_node(name: str, index: int, x: float = 0.0, y: float = 0.0) -> dict[str
             "data": {PORT_KEY: True, "content": f"input {index}: {name}"}}
 
 
-def block_to_canvas(block: BlockSpec, multi_input: Any) -> dict[str, Any]:
+def block_to_canvas(block: BlockSpec, multi_input: Callable[[str], bool]) -> dict[str, Any]:
     """A spec block in the editor's canvas format; nodes without positions (and the ports) are laid out.
 
     ``multi_input(op)`` says whether a node of that op keeps an explicit port order."""
