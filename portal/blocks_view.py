@@ -117,8 +117,8 @@ def bound_param(ed: Editor, node_id: str, prm: Param, value: Any) -> None:
 
 
 def _bind(ed: Editor, node_id: str) -> None:
-    param = st.session_state.get("editor.bind.param")
-    to = st.session_state.get("editor.bind.to")
+    param = st.session_state.get(f"editor.bind.param.{node_id}")
+    to = st.session_state.get(f"editor.bind.to.{node_id}")
     if param and to and ed.has_node(node_id):
         ed.bind_param(node_id, param, to)
         reset_widgets(f"{PARAM_PREFIX}{node_id}.")
@@ -137,8 +137,9 @@ def inner_node_extras(ed: Editor, node_id: str, declared: list[Param]) -> None:
     free = [p.name for p in declared if bound_to(params.get(p.name)) is None]
     if block.get("params") and free:
         with st.expander("Bind a parameter to a block parameter"):
-            st.selectbox("Parameter", free, key="editor.bind.param")
-            st.selectbox("Block parameter", [p["name"] for p in block["params"]], key="editor.bind.to")
+            # keyed by the node: another node has other parameters to choose from
+            st.selectbox("Parameter", free, key=f"editor.bind.param.{node_id}")
+            st.selectbox("Block parameter", [p["name"] for p in block["params"]], key=f"editor.bind.to.{node_id}")
             st.button("Bind", key="editor.bind", on_click=_bind, args=(ed, node_id))
 
 

@@ -75,6 +75,8 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
 
     # open the block from a selected use: its own subgraph, the input port and the output marked
     click_node(page, uses[0])
+    wait_text(page, "channels")  # the use's side form: its block parameter
+    shot(page, ARTIFACTS, "21-block-use-selected")
     click_button(page, f"Open block {BLOCK}")
     wait_node(page, block.inputs[0], "input port")
     wait_node(page, block.output, "output of the block")
@@ -82,7 +84,7 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
     inside = canvas_view(page)
     assert inside["nodes"] == len(block.nodes) + 1, inside  # + its input port
     assert inside["smallest_text_px"] >= READABLE_PX, inside
-    shot(page, ARTIFACTS, "21-block-opened")
+    shot(page, ARTIFACTS, "22-block-opened")
 
     # a bound parameter says so; an inner parameter is edited through the side form
     click_node(page, bound)
@@ -90,14 +92,14 @@ def test_a_block_opened_and_edited_in_the_browser_changes_every_use(portal, brow
     click_node(page, norm)
     set_number(page, "momentum", 0.25)
     wait_node(page, norm, "momentum=0.25")
-    shot(page, ARTIFACTS, "22-block-inner-node-edited")
+    shot(page, ARTIFACTS, "23-block-inner-node-edited")
 
     click_button(page, "← Back to pipeline")
     wait_node(page, uses[0], f"▣ {BLOCK}")
     wait_gone(page, re.compile(r"^Editing the block"))
     back = wait_canvas(page, f"v.nodes === {n}", "the pipeline back on the canvas")
     assert back["smallest_text_px"] >= READABLE_PX, back
-    shot(page, ARTIFACTS, "23-back-to-the-pipeline")
+    shot(page, ARTIFACTS, "24-back-to-the-pipeline")
 
     # the exported spec: the one definition changed, hence every use of it, and nothing else
     doc = _export(page)

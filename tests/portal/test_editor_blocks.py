@@ -142,8 +142,8 @@ def test_a_bound_parameter_can_be_unbound_and_bound_again(app):
     ed = editor(at)
     assert ed.node("conv")["data"]["params"]["out_channels"] == 8  # the block parameter's default, for every use
     assert form(at, "number_input", "param.conv.out_channels").value == 8
-    at.selectbox(key="editor.bind.param").set_value("out_channels")
-    at.selectbox(key="editor.bind.to").set_value("channels")
+    at.selectbox(key="editor.bind.param.conv").set_value("out_channels")
+    at.selectbox(key="editor.bind.to.conv").set_value("channels")
     at.button(key="editor.bind").click().run()
     assert_no_exception(at)
     assert ed.node("conv")["data"]["params"]["out_channels"] == {"param": "channels"}
