@@ -75,7 +75,11 @@ class Analysis:
         return [p for p in self.problems if p.node == node_id]
 
     def summary(self) -> dict[str, Any]:
+        """Layers of the (expanded) graph, totals, and with blocks one row per use (``uses``)."""
+        uses = {"uses": [{"id": u.id, "block": u.op, "output_shape": list(u.output.shape), "params": u.n_params,
+                          "macs": u.macs} for u in self.uses.values()]} if self.uses else {}
         return {
+            **uses,
             "name": self.spec.name,
             "layers": [
                 {"id": n.id, "op": n.op, "output_shape": list(n.output.shape), "dtype": n.output.dtype,

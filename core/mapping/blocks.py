@@ -38,6 +38,9 @@ from core.spec import BlockSpec
 from core.validate import Analysis, NodeInfo
 
 PARAM_ANNOTATIONS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "ints": "list[int]"}
+# What a consumer reads of the layer that produced its input (Keras: the layout, and the shape a
+# flattened channels-last tensor had): a use passes on its output layer's.
+OUTPUT_EXTRA = ("layout", "flat_of")
 _TRIVIAL = (0, 1, -1)
 
 
@@ -129,7 +132,7 @@ def map_graph(analysis: Analysis, hooks: Hooks, layer_vars: dict[str, str], tens
             comment=f"node {node.id} ({node.op}) -> " + "x".join(map(str, node.output.shape)),
             weights=tuple(w for layer in rebased for w in layer.weights),
             extra={"helpers": tuple(helpers), "is_input": False, "is_output": False, "training": True,
-                   **{k: v for k, v in last.extra.items() if k == "layout"},
+                   **{k: v for k, v in last.extra.items() if k in OUTPUT_EXTRA},
                    "load_lines": [x for layer in rebased for x in layer.extra.get("load_lines", ())],
                    "save_lines": [x for layer in rebased for x in layer.extra.get("save_lines", ())]})
     classes: list[BlockClass] = []
@@ -296,6 +299,18 @@ def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, Mapped
     in_shapes = [[analysis.nodes[s].output.shape if s in analysis.nodes else () for s in analysis.use_ports[u]]
                  for u in use_ids]
     refs = {n.id: {r for v in n.params.values() for r in _refs(v)} for n in block.nodes}
+    # Values a constant of an inner node may stand for besides a block parameter: its other
+    # parameters (given or default) and its inputs' sizes. A value equal to one of them is only named
+    # after the parameter when it differs between uses (kernel_size 3 is not `channels` = 3).
+    others: dict[str, set[Any]] = {}
+    for lid, layer in group[0][1]:
+        raw = next((n for n in block.nodes if n.id == lid), None)
+        flat = analysis.nodes[layer.node_id]
+        values_seen: set[Any] = {d for s in flat.inputs for d in analysis.nodes[s].output.shape}
+        for key, value in flat.params.items():
+            if raw is None or not _refs(raw.params.get(key)):
+                values_seen |= set(value) if isinstance(value, (tuple, list)) else {value}
+        others[lid] = {v for v in values_seen if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     reserved = set(hooks.tensor_reserved) | set(hooks.attributes) | set(hooks.module_names) | set(ports) | \
         {layer.var for _, layer in group[0][1]} | {layer.out for _, layer in group[0][1]}
     taken: set[str] = set()
@@ -321,7 +336,7 @@ def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, Mapped
         for p in params:  # a block parameter's own values
             pv = tuple(vals[p] for vals in values)
             if all(_same(a, b) for a, b in zip(vector, pv, strict=True)) and \
-                    (varies or (p in own and vector[0] not in _TRIVIAL)):
+                    (varies or (p in own and vector[0] not in _TRIVIAL and vector[0] not in others[inner_id])):
                 return param_arg(p, stored), 1
         if not varies:
             return None
@@ -335,8 +350,10 @@ def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, Mapped
             if k is not None:
                 return add(("shape", name), Arg(naming.unique(name, taken, reserved) if ("shape", name) not in args
                                                 else args[("shape", name)].name, "int", None, sizes), stored), k
+        kinds = {type(v) for v in vector}
+        annotation = kinds.pop().__name__ if len(kinds) == 1 and type(vector[0]) in (int, float, bool, str) else "object"
         arg = Arg(naming.unique(naming.sanitise(f"{var}_{label}"), taken, reserved) if vector not in args else "",
-                  type(vector[0]).__name__, None, vector)
+                  annotation, None, vector)
         return add(vector, arg, stored), 1
 
     layers: list[MappedLayer] = []

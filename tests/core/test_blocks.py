@@ -62,6 +62,10 @@ def test_shapes_params_and_uses_of_a_block_spec() -> None:
     assert analysis.uses["d1"].n_params == 64 * 48 + 48
     assert analysis.total_params == (64 * 48 + 48) + (48 * 32 + 32) + (32 * 10 + 10)
     assert analysis.origins["d2__fc"].location() == "model.nodes[d2] > block dense > fc"
+    summary = analysis.summary()
+    assert summary["uses"][0] == {"id": "d1", "block": "dense", "output_shape": [48], "params": 64 * 48 + 48,
+                                  "macs": 64 * 48}
+    assert [row["id"] for row in summary["layers"]][2:4] == ["d1__fc", "d1__act"]
 
 
 def test_long_expanded_ids_are_shortened_uniquely_within_the_id_pattern() -> None:

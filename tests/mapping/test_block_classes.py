@@ -114,9 +114,28 @@ def test_uses_of_different_form_get_a_class_each(framework: str) -> None:
     assert "self.c1 = ConvBlock(" in model and "self.c2 = ConvBlock_2(" in model
 
 
+def flatten_block_spec() -> dict[str, Any]:
+    """A block ending in a Flatten of channels-last images (in Keras) feeding a Linear outside it."""
+    block = {"name": "features", "params": [{"name": "channels", "type": "int", "default": 4}],
+             "nodes": [{"id": "conv", "op": "Conv2d", "params": {"out_channels": {"param": "channels"},
+                                                                  "kernel_size": 3, "padding": 1}},
+                       {"id": "flat", "op": "Flatten"}],
+             "edges": [{"source": "x", "target": "conv"}, {"source": "conv", "target": "flat"}], "output": "flat"}
+    return {"name": "flatten_block", "data": {"source": "sklearn:digits", "input_shape": [1, 8, 8]},
+            "model": {"blocks": [block],
+                      "nodes": [{"id": "input", "op": "Input"}, {"id": "f", "op": "features", "params": {"channels": 3}},
+                                {"id": "head", "op": "Linear", "params": {"out_features": 10}},
+                                {"id": "output", "op": "Output"}],
+                      "edges": [{"source": "input", "target": "f"}, {"source": "f", "target": "head"},
+                                {"source": "head", "target": "output"}]},
+            "training": {"epochs": 1}}
+
+
 @pytest.mark.frameworks
-def test_a_spec_with_blocks_computes_the_same_in_every_framework() -> None:
-    """Two-input block, port order swapped, renamed parameters: the same outputs for the same weights."""
-    report = check(spec_from_dict(two_input_spec(param="nn")), tolerance=1e-6, batch=2)
+@pytest.mark.parametrize("doc", [two_input_spec(param="nn"), flatten_block_spec()], ids=["two-inputs", "flatten"])
+def test_a_spec_with_blocks_computes_the_same_in_every_framework(doc: dict[str, Any]) -> None:
+    """A two-input block with its ports swapped and renamed parameters, and a block whose output is
+    flattened channels-last in Keras: the same outputs for the same weights."""
+    report = check(spec_from_dict(doc), tolerance=1e-6, batch=2)
     assert report.compared == list(FRAMEWORKS), report.text()
     assert report.ok, report.text()
