@@ -209,3 +209,18 @@ def test_every_zoo_block_opens_and_its_uses_show_their_params(app, name):
         assert set(_nodes(at)) == {*block.inputs, *(n.id for n in block.nodes)}
         assert not any("⚠" in n["data"]["content"] for n in _nodes(at).values())
         at.button(key="editor.block.back").click().run()
+
+
+def test_a_text_parameter_of_a_use_is_a_text_field(app):
+    doc = json.loads(two_use_json())
+    doc["model"]["blocks"][0]["params"].append({"name": "note", "type": "str", "default": "plain"})
+    at = app()
+    at.file_uploader(key=editor(at).upload_key).set_value(("note.json", json.dumps(doc).encode(), "application/json"))
+    at.run()
+    fake_canvas_event(at, selected="stage1")
+    field = form(at, "text_input", "param.stage1.note")
+    assert field.value == "plain"  # the default, shown
+    field.set_value("wide <b>").run()
+    assert_no_exception(at)
+    assert editor(at).node("stage1")["data"]["params"]["note"] == "wide <b>"
+    assert editor(at).problems() == []
