@@ -142,9 +142,8 @@ def page(ed: Editor, user: str) -> None:
                 st.caption(f"{fw} has no {shown}.")
     st.subheader("Support table")
     table = support_table()
-    # the layers drawn, and those the blocks are made of (a block's name is not an op)
-    used = sorted({n.op for n in [*spec.model.nodes, *(m for b in spec.model.blocks for m in b.nodes)]} - {
-        b.name for b in spec.model.blocks})
+    nodes = [*spec.model.nodes, *(n for block in spec.model.blocks for n in block.nodes)]
+    used = sorted({n.op for n in nodes if n.op in table})  # ops, not the uses of blocks
     only_used = st.toggle("Only the ops of this graph", value=True, key="code.only_used")
     rows = [{"op": op, **{fw: "✅" if ok else "—" for fw, ok in table[op].items()}}
             for op in (used if only_used else sorted(table))]

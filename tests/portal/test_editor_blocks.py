@@ -160,14 +160,6 @@ def test_a_use_added_from_the_palette_is_a_block_node(app):
     assert "double" in _nodes(at)["convrelu1"]["style"]["border"]
 
 
-def test_the_code_page_of_a_pipeline_with_blocks_lists_the_ops_inside_them(app):
-    at = _imported(app)
-    at.switch_page("pages/code.py").run(timeout=300)
-    assert_no_exception(at)
-    ops = [row for row in at.dataframe[0].value["op"]]
-    assert "Conv2d" in ops and "ReLU" in ops and "conv_relu" not in ops  # the layers the block is made of
-
-
 def test_a_block_made_from_chosen_nodes_replaces_them_and_computes_the_same(app):
     at = app()
     at.selectbox(key="toolbar.template").set_value("mnist_cnn").run()
