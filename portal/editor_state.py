@@ -29,10 +29,19 @@ from typing import Any, Literal
 from core.errors import Problem, SpecError
 from core.extract import PORT_ORDER_KEY, Extraction, extract, flow_from_spec
 from core.load import spec_from_json
-from core.ops import REGISTRY, Param
+from core.ops import REGISTRY
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
+from portal.blocks import (
+    PORT_STYLE,
+    USE_STYLE,
+    BlockEdits,
+    block_from_canvas,
+    block_to_canvas,
+    is_port,
+)
 from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
+from portal.param_text import format_param, md_text, param_summary, parse_param  # noqa: F401 (forms, tests)
 
 HISTORY_LIMIT = 50
 PROBLEM_CHARS = 60  # of a node's first problem, on the node (two lines); the side form has all of it
@@ -86,47 +95,6 @@ def default_training() -> dict[str, Any]:
     return TrainingSpec().model_dump(mode="json")
 
 
-# --------------------------------------------------------------------------- parameter text
-
-
-def format_param(prm: Param, value: Any) -> str:
-    """A list-like parameter value as the text the side form shows (``1, 28, 28``; ``same``)."""
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def parse_param(prm: Param, text: str) -> Any:
-    """Parse the side form's text for list-like kinds (shape, ints, int_pair, padding).
-
-    Returns the raw value (the validator normalises and range-checks it); raises ValueError with a
-    message saying what was expected.
-    """
-    text = text.strip()
-    if not text:
-        if prm.optional:
-            return None
-        if not prm.required:
-            return copy.deepcopy(prm.default)
-        raise ValueError(f"{prm.name} is required: {prm.describe()}")
-    if prm.kind == "padding" and text in ("same", "valid"):
-        return text
-    parts = [p for p in re.split(r"[,\s×x]+", text.strip("[]() ")) if p]
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"{prm.name}: {text!r} is not {prm.describe()}") from None
-    if prm.kind in ("int_pair", "padding"):
-        if len(values) == 1:
-            return values[0]
-        if len(values) == 2:
-            return values
-        raise ValueError(f"{prm.name}: {text!r} has {len(values)} numbers; expected {prm.describe()}")
-    return values
-
-
 def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float) -> dict[str, Any]:
     data: dict[str, Any] = {"op": op, "params": params, "content": f"**{op}** {md_text(node_id)}"}
     if is_multi_input(op):
@@ -143,8 +111,9 @@ def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float
 
 
 @dataclass
-class Editor:
-    """One user's editor: the document, its undo history and the canvas synchronisation state."""
+class Editor(BlockEdits):
+    """One user's editor: the document, its undo history and the canvas synchronisation state. The
+    canvas and the graph edits work on :attr:`graph`: the pipeline, or the block opened (portal/blocks.py)."""
 
     doc: dict[str, Any] = field(default_factory=dict)
     rev: int = 0
@@ -164,6 +133,7 @@ class Editor:
     # document (template, import, undo, a run's spec) is shown by new widgets. A browser keeps the
     # value of a widget whose key it knows and sends it back; that is how stale values came back.
     form_version: int = 0
+    open_path: list[str] = field(default_factory=list)  # the blocks opened, outermost first
     imports: int = 0  # files imported (or refused) so far: the file uploader is a new, empty one after each
     _sent_signature: Any = None
     _sent_contents: dict[str, Any] = field(default_factory=dict)
@@ -185,6 +155,7 @@ class Editor:
             "description": "",
             "nodes": [_node_dict("input", "Input", {}, 0, 0), _node_dict("output", "Output", {}, 0, 4 * NODE_Y_STEP)],
             "edges": [],
+            "blocks": [],
             "data": default_data(),
             "training": default_training(),
         }
@@ -262,11 +233,11 @@ class Editor:
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
-        return self.doc["nodes"]
+        return self.graph["nodes"]
 
     @property
     def edges(self) -> list[dict[str, Any]]:
-        return self.doc["edges"]
+        return self.graph["edges"]
 
     def node(self, node_id: str) -> dict[str, Any]:
         for n in self.nodes:
@@ -297,8 +268,13 @@ class Editor:
         return f"{base}{k}"
 
     def add_node(self, op: str, position: tuple[float, float] | None = None) -> str:
-        if op not in REGISTRY:
+        block = self.block(op)
+        if op not in REGISTRY and block is None:
             raise KeyError(f"unknown op {op!r}")
+        if op in self.open_path:
+            self.notice("error", f"A block cannot use itself: {op} is open ({' › '.join(self.open_path)}).",
+                        topic="graph.block")
+            return ""
         node_id = self.new_node_id(op)
         self._snapshot()
         if position is None:
@@ -309,7 +285,9 @@ class Editor:
                 if n["data"].get("op") == "Output" and abs(n["position"]["x"] - position[0]) < NODE_X_STEP \
                         and n["position"]["y"] < position[1] + NODE_Y_STEP:
                     n["position"] = {"x": n["position"]["x"], "y": position[1] + NODE_Y_STEP}
-        self.nodes.append(_node_dict(node_id, op, starter_params(op), *position))
+        self.nodes.append(_node_dict(node_id, op, starter_params(op) if block is None else {}, *position))
+        if block is not None and len(block["inputs"]) > 1:
+            self.nodes[-1]["data"][PORT_ORDER_KEY] = []
         self.selected = node_id
         self._changed(canvas=False)
         self._remount()  # fit the view to the graph, so the new node is in sight (it cannot be panned to)
@@ -321,8 +299,8 @@ class Editor:
         self._changed()
 
     def _drop_node(self, node_id: str) -> None:
-        self.doc["nodes"] = [n for n in self.nodes if n["id"] != node_id]
-        self.doc["edges"] = [e for e in self.edges if node_id not in (e["source"], e["target"])]
+        self.graph["nodes"] = [n for n in self.nodes if n["id"] != node_id]
+        self.graph["edges"] = [e for e in self.edges if node_id not in (e["source"], e["target"])]
         for n in self.nodes:
             order = n["data"].get(PORT_ORDER_KEY)
             if isinstance(order, list) and node_id in order:
@@ -336,6 +314,8 @@ class Editor:
             return f"{source} → {target} connects a node that does not exist"
         if source == target:
             return f"{source} cannot feed itself"
+        if is_port(self.node(target)):
+            return f"{target} is an input port of the block: nothing inside the block feeds it"
         if any(e["source"] == source and e["target"] == target for e in self.edges):
             return f"{source} → {target} exists already"
         back = path_between(self.edges, target, source)
@@ -371,7 +351,7 @@ class Editor:
         self._changed()
 
     def _drop_edge(self, source: str, target: str) -> None:
-        self.doc["edges"] = [e for e in self.edges if not (e["source"] == source and e["target"] == target)]
+        self.graph["edges"] = [e for e in self.edges if not (e["source"] == source and e["target"] == target)]
         if self.has_node(target):
             order = self.node(target)["data"].get(PORT_ORDER_KEY)
             if isinstance(order, list) and source in order:
@@ -443,6 +423,7 @@ class Editor:
             self.notice("info", "Nothing to undo.", "toolbar", topic="undo")
             return False
         self.doc = json.loads(self.history.pop())
+        self._forget_gone_blocks()
         if not self.has_node(self.selected):
             self.selected = None
         self.refresh_forms()
@@ -454,6 +435,7 @@ class Editor:
         """A new document (template, import, a run's spec, a blank one): the forms become views of it."""
         self._snapshot()
         self.doc = doc
+        self.open_path = []
         self.selected = None
         self.notices = []  # about the document that is gone; the caller says what replaced it
         self.field_errors = {}
@@ -471,14 +453,14 @@ class Editor:
             for n in nodes:
                 n["position"] = {"x": pos[n["id"]][0], "y": pos[n["id"]][1]}
         for n in nodes:
-            if is_multi_input(n["data"]["op"]) and PORT_ORDER_KEY not in n["data"]:
+            if self.multi_input(n["data"]["op"]) and PORT_ORDER_KEY not in n["data"]:
                 n["data"][PORT_ORDER_KEY] = [e["source"] for e in edges if e["target"] == n["id"]]
         self.replace_doc({
             "name": spec.name,
             "description": spec.description,
             "nodes": nodes,
             "edges": edges,
-            "blocks": [b.model_dump(mode="json") for b in spec.model.blocks],
+            "blocks": [block_to_canvas(b, self.multi_input) for b in spec.model.blocks],
             "data": spec.data.model_dump(mode="json"),
             "training": spec.training.model_dump(mode="json"),
         })
@@ -514,7 +496,9 @@ class Editor:
         before = json.dumps(self.doc)
 
         for node in list(self.nodes):
-            if node["id"] not in browser_ids:
+            if node["id"] not in browser_ids and is_port(node):
+                python_fix = True  # a block's input port stays (it is the block's interface)
+            elif node["id"] not in browser_ids:
                 self._drop_node(node["id"])
                 structural = True
         by_id = {n["id"]: n for n in self.nodes}
@@ -576,8 +560,8 @@ class Editor:
         if self._cache_rev == self.rev and self._extraction is not None:
             return
         d = self.doc
-        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"], "blocks": d.get("blocks") or []},
-                                   d["data"], d["training"],
+        blocks = [block_from_canvas(b) for b in d.get("blocks") or []]  # the spec's form of the open-able blocks
+        self._extraction = extract({"nodes": d["nodes"], "edges": d["edges"], "blocks": blocks}, d["data"], d["training"],
                                    name=d.get("name") or "pipeline", description=d.get("description") or "")
         self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
         self._cache_rev = self.rev
@@ -616,40 +600,51 @@ class Editor:
 
     def _decorate(self) -> list[dict[str, Any]]:
         """Each node as the canvas shows it: its text (Markdown, every user-given character escaped, so
-        a label is text and never HTML, a link, an image or math) and a style that says its state."""
+        a label is text and never HTML, a link, an image or math) and a style that says its state.
+        A block's use is drawn as one node of its own style; inside an open block, its ports and output
+        are marked and the shapes are those of its first use in the pipeline."""
         analysis = self._analysis
-        problems: dict[str, list[Problem]] = {}
-        for p in self.problems():
-            if p.node is not None:
-                problems.setdefault(p.node, []).append(p)
+        open_name = self.open_block_name
+        problems = self.graph_problems()
         out = []
         for n in self.nodes:
             data = n["data"]
+            if is_port(n):
+                out.append({**n, "data": {**data, "content": f"**input port** {md_text(n['id'])}"}, "style": PORT_STYLE})
+                continue
             op = str(data.get("op", "?"))
             node_id = n["id"]
             label = data.get("label")
-            title = f"**{md_text(str(label))}** ({md_text(op)})" if label else f"**{md_text(op)}** {md_text(node_id)}"
-            lines = [title]
-            shown = _param_summary(op, data.get("params") or {})
+            block = self.block(op)
+            kind = f"▣ {md_text(op)}" if block is not None else md_text(op)
+            lines = [f"**{md_text(str(label))}** ({kind})" if label else f"**{kind}** {md_text(node_id)}"]
+            shown = param_summary(op, data.get("params") or {}, block)
             if shown:
                 lines.append(shown)
-            info = analysis.nodes.get(node_id) if analysis else None
-            if is_multi_input(op):
+            key = self.info_key(node_id)
+            info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis and key else None
+            if self.multi_input(op):
                 order = self.incoming(node_id)
                 if order:
                     lines.append("ports: " + ", ".join(f"{i}:{md_text(s)}" for i, s in enumerate(order)))
             mine = problems.get(node_id)
             if info is not None:
                 lines.append(f"→ {md_text(str(info.output))}")
+            if open_name and node_id == self.graph.get("output"):
+                lines.append("⇥ **output of the block**")
             if mine:
                 message = mine[0].message
                 lines.append("⚠ " + md_text(message if len(message) <= PROBLEM_CHARS else
                                             message[:PROBLEM_CHARS - 1] + "…"))
                 style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
-            elif info is not None:
+            elif block is not None:
+                style = dict(USE_STYLE)
+            elif info is not None or open_name:
                 style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
             else:
                 style = {**NODE_STYLE, "border": "1px dashed #999", "background": "#f7f7f7"}
+            if block is not None and mine:
+                style["border"] = "3px double #d62728"
             out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
         return out
 
@@ -666,31 +661,3 @@ class Editor:
 
 
 _MISSING = object()
-
-
-def md_text(text: str) -> str:
-    """``text`` as literal Markdown text: every ASCII punctuation character backslash-escaped (which
-    CommonMark allows for all of them), so no ``<tag>``, ``[link](…)``, ``![image](…)``, ``$math$``,
-    emphasis or heading can come from it; line breaks become spaces. GFM also turns bare URLs and
-    e-mail addresses into links *after* escapes are resolved: an invisible word joiner after every
-    ``:`` and ``@`` and inside ``www.`` keeps them text."""
-    text = re.sub(r"([:@])", "\\1" + WORD_JOINER, " ".join(text.split()))
-    text = re.sub(r"(?i)(www)(\.)", r"\1" + WORD_JOINER + r"\2", text)
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
-
-
-WORD_JOINER = "\u2060"
-
-
-def _param_summary(op: str, params: dict[str, Any]) -> str:
-    if op not in REGISTRY:
-        return ""
-    parts = []
-    for prm in REGISTRY.get(op).params:
-        if prm.name in params and (prm.required or params[prm.name] != prm.default):
-            v = params[prm.name]
-            text = "×".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
-            parts.append(f"{prm.name}={md_text(text[:24])}")
-        if len(parts) == 3:
-            break
-    return " ".join(parts)

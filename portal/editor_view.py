@@ -16,9 +16,10 @@ from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import canvas, data_needs, dataprobe, limits, users
+from portal import blocks_view, canvas, data_needs, dataprobe, limits, users
+from portal.blocks import bound_to, is_port, use_params
 from portal.data_steps import new_step, step_catalogue
-from portal.editor_state import Editor, is_multi_input
+from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
 from portal.session import reset_widgets
 from schedulers.accounting import Accounting
@@ -150,6 +151,8 @@ GUIDE = """\
 3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
    to another node's top handle to connect them. Click a node to edit it in the form on the right.
    Every node shows its output shape; a problem marks the node red and is listed under the canvas.
+   A composite block (▣, e.g. a ResNet basic block) is one node: **Open block** edits it, and so
+   every use of it; **← Back to pipeline** returns.
 4. **Training layer**: epochs, loss, optimizer, schedule, and the nodes and GPUs to run on.
 5. When the line under the canvas says **Valid**, submit it on the **Runs** page; the **Code** page
    shows the programs FlowTrain generates for PyTorch, Keras and PaddlePaddle.
@@ -372,6 +375,7 @@ def palette(ed: Editor) -> None:
             for op in families[fam]:
                 st.button(op, key=f"palette.{op}", on_click=_add, args=(ed, op), help=REGISTRY.get(op).help,
                           width="stretch")
+    blocks_view.palette_blocks(ed, _add)
 
 
 def _select(ed: Editor, key: str) -> None:
@@ -410,30 +414,47 @@ def side_form(ed: Editor) -> None:
     node_id = ed.selected
     node = ed.node(node_id)
     op = node["data"].get("op")
-    if op not in REGISTRY:
+    block = ed.block(op)
+    if is_port(node):
+        blocks_view.port_form(ed, node_id)
+        return
+    if op not in REGISTRY and block is None:
         st.error(f"{node_id} has no known layer type ({op!r}); delete it.")
         st.button("Delete node", key="editor.delete", on_click=_delete, args=(ed, node_id), type="primary")
         return
-    cls = REGISTRY.get(op)
-    st.markdown(f"**{op}** · `{node_id}`")
-    st.caption(cls.help)
+    if block is None:
+        cls = REGISTRY.get(op)
+        declared, max_inputs = list(cls.params), cls.max_inputs
+        st.markdown(f"**{op}** · `{node_id}`")
+        st.caption(cls.help)
+    else:
+        declared, max_inputs = use_params(block), len(block["inputs"])
+        blocks_view.use_header(ed, node_id, block)
     analysis = ed.analysis()
-    info = analysis.nodes.get(node_id) if analysis else None
+    key = ed.info_key(node_id) or ""
+    info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis else None
     if info is not None:
         st.markdown(f"Output **{info.output}** · {info.n_params:,} parameters · {info.macs:,} MACs")
-    for p in [p for p in ed.problems() if p.node == node_id]:
+    for p in ed.graph_problems().get(node_id, []):
         st.error(_problem_text(p))
     key = wkey(ed, f"editor.label.{node_id}")
     st.text_input("Label", value=node["data"].get("label") or "", key=key, on_change=_set_label,
                   args=(ed, node_id, key))
     params = node["data"].get("params") or {}
-    for prm in cls.params:
+    for prm in declared:
         value = params.get(prm.name, None if prm.required else prm.default)
-        param_widget(ed, node_id, prm, value)
+        if bound_to(value) is not None:
+            blocks_view.bound_param(ed, node_id, prm, value)
+        else:
+            param_widget(ed, node_id, prm, value)
+    if block is not None:
+        blocks_view.text_params(ed, node_id, block)
+    if ed.open_block_name:
+        blocks_view.inner_node_extras(ed, node_id, declared)
     sources = ed.incoming(node_id)
-    if cls.max_inputs != 0:
-        st.markdown("**Inputs**" + (" (port order)" if is_multi_input(op) else ""))
-        multi = is_multi_input(op)
+    if max_inputs != 0:
+        multi = ed.multi_input(op)
+        st.markdown("**Inputs**" + (" (port order)" if multi else ""))
         for i, src in enumerate(sources):
             c = st.columns([3, 2, 2, 2] if multi else [5, 2], vertical_alignment="center")
             c[0].markdown(f"{i}: `{src}`" if multi else f"`{src}`")
@@ -491,6 +512,8 @@ def graph_layer(ed: Editor, need: Problem | None = None) -> None:
         a.button("Auto-layout", key="editor.layout", on_click=_layout, args=(ed,),
                  help="Arrange the nodes top to bottom in layers.")
         b.caption(f"{len(ed.nodes)} nodes · {len(ed.edges)} edges")
+        blocks_view.block_bar(ed)
+        blocks_view.make_block_form(ed)
         notices(ed, "graph")
         canvas.draw(ed)
         validation(ed, need)

@@ -68,9 +68,10 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     # valid as a graph, but its CIFAR folder is not under this portal's data root: marked, not "Valid"
     wait_text(page, re.compile(r"^Needs your data\."))
     wait_text(page, re.compile(r"^Not runnable yet: the data layer needs your data"))
-    # readable at the fitted zoom: fitting its 15 nodes (one per use of a residual block) stops where
-    # the node text is still ≥ 10 px
-    view = wait_canvas(page, "v.nodes === 15 && v.zoom < 1 && v.smallest_text_px < Infinity",
+    # readable at the fitted zoom: fitting its nodes (blocks drawn as one node each: 15, not 69 layers)
+    # stops where the node text is still ≥ 10 px
+    n = len(zoo.template("resnet18_cifar").model.nodes)
+    view = wait_canvas(page, f"v.nodes === {n} && v.zoom < 1 && v.smallest_text_px < Infinity",
                        "the canvas fitted to resnet18_cifar")
     assert view["smallest_text_px"] >= READABLE_PX, view
     assert view["minimap"], "a graph this big has a minimap"
@@ -86,20 +87,20 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     mark_canvas(page, "before-the-edit")
     page.frame_locator(CANVAS).locator(".react-flow__controls-zoomin").click()
     zoomed = wait_canvas(page, f"Math.abs(v.zoom - {view['zoom']} * 1.2) < 1e-3", "the zoom-in (×1.2) to end")
-    conv = page.evaluate("""(sel) => {
+    use = page.evaluate("""(sel) => {
       const doc = document.querySelector(sel).contentDocument;
       const pane = doc.querySelector('.react-flow').getBoundingClientRect();
       for (const n of doc.querySelectorAll('.react-flow__node')) {
         const r = n.getBoundingClientRect();
-        if (n.innerText.startsWith('Conv2d') && r.top > pane.top && r.bottom < pane.bottom
+        if (n.innerText.startsWith('▣ basic_block') && r.top > pane.top && r.bottom < pane.bottom
             && r.left > pane.left && r.right < pane.right) return n.getAttribute('data-id');
       }
       return null;
     }""", CANVAS)
-    assert conv, "a Conv2d node in view"
-    click_node(page, conv)
-    set_number(page, "out_channels", 48)
-    wait_node(page, conv, "out_channels=48")
+    assert use, "a use of the basic_block in view"
+    click_node(page, use)
+    set_number(page, "channels", 48)  # the block use's parameter, in its side form
+    wait_node(page, use, "channels=48")
     after = canvas_view(page)
     assert after["mark"] == "before-the-edit", "the canvas was remounted by an edit"
     assert after["transform"] == zoomed["transform"], (zoomed, after)

@@ -23,7 +23,8 @@ def test_a_big_network_is_sent_readable_with_a_minimap(app):
     at = app()
     _load(at, "resnet18_cifar")
     args = canvas_args(at)
-    assert len(args["nodes"]) == 15  # its residual blocks are one node per use
+    # drawn with blocks: each residual block is one node (69 layers once expanded)
+    assert len(args["nodes"]) == len(zoo.template("resnet18_cifar").model.nodes) == 15
     # the fitted zoom never goes below minZoom: the node text stays ≥ 10 px on screen
     assert all(_px(n["style"]["fontSize"]) * args["minZoom"] >= 10 for n in args["nodes"])
     assert {n["style"]["width"] for n in args["nodes"]} == {f"{NODE_WIDTH_PX}px"}

@@ -19,9 +19,10 @@ EXPORT = "Export spec (JSON)"
 
 
 def _comparable(spec: PipelineSpec) -> dict[str, Any]:
-    """The spec without node positions (a template without positions is laid out when loaded)."""
+    """The spec without node positions (a template without positions is laid out when loaded, its
+    blocks' nodes too)."""
     doc = spec.model_dump(mode="json")
-    for node in doc["model"]["nodes"]:
+    for node in doc["model"]["nodes"] + [n for b in doc["model"]["blocks"] for n in b["nodes"]]:
         node.pop("position", None)
     return doc
 
