@@ -55,9 +55,9 @@ class Split:
 Where = Callable[[int], str]  # sample index -> "file row 7 (line 8)" for error messages
 
 
-def load_splits(data_root: str | None = None) -> dict[str, Split]:
+def load_splits() -> dict[str, Split]:
     """Load SOURCE, check it, and return the "train" (and "val", "test") splits, preprocessed."""
-    path = data_path(data_root)
+    path = pinned_source()
     x, labels, where = _load_image_folder(path)
     if len(labels) == 0:
         raise DataError(f"{SOURCE}: the dataset is empty (no samples found); check the data source")
@@ -109,15 +109,26 @@ def describe(splits: dict[str, Split]) -> str:
     return "\n".join(lines)
 
 
-def data_path(data_root: str | None = None) -> Path:
-    """SOURCE, relative to data_root (default: $FLOWTRAIN_DATA_ROOT, else the current folder)."""
-    root = data_root or os.environ.get("FLOWTRAIN_DATA_ROOT") or "."
-    path = Path(SOURCE).expanduser()
-    if not path.is_absolute():
-        path = Path(root) / path
+def pinned_source() -> Path:
+    """SOURCE, read only as the absolute path it was pinned to.
+
+    FlowTrain resolves a run's data source inside the user's data roots when the run is submitted
+    (symbolic links followed) and writes that real path here. A relative path or one starting with
+    '~' is refused rather than looked up somewhere, and so is a path that no longer resolves to
+    itself (a symbolic link put in after the check).
+    """
+    path = Path(SOURCE)
+    if SOURCE.startswith("~") or not path.is_absolute():
+        raise DataError(f"data source {SOURCE!r} is not an absolute path: a FlowTrain program reads the absolute "
+                        "path its data source was resolved to when the run was submitted. Submit the spec with "
+                        "`flowtrain run` or the portal, or write the data's absolute path in data.source")
+    real = Path(os.path.realpath(path))
+    if real != path:
+        raise DataError(f"data source {SOURCE} now resolves to {real}: a symbolic link on the path changed after "
+                        "the run was submitted, and only the path that was checked is read. Submit the run again")
     if not path.exists():
-        raise DataError(f"data source {SOURCE!r} not found: {path} does not exist (data root {root!r}); "
-                        "pass --data-root DIR or set FLOWTRAIN_DATA_ROOT to the folder that holds it")
+        raise DataError(f"data source {SOURCE} does not exist; put the data there or choose it again, then "
+                        "submit the run again")
     return path
 
 
