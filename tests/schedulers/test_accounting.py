@@ -32,6 +32,7 @@ from schedulers.accounting import (
 from schedulers.base import JobRequest, Resources, RunState, SchedulerError
 from schedulers.discovery import EnvironmentReport
 from schedulers.launch import Executors, accounting_for, plan
+from schedulers.registry_db import MIGRATIONS, SCHEMA_VERSION
 from schedulers.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.parsing import accounting_from_sacct
@@ -39,6 +40,7 @@ from schedulers.slurm.rest_transport import SlurmRestTransport, accounting_from_
 from schedulers.slurm.sbatch import render_sbatch
 from settings.access import os_user
 from tests.helpers import wait_until
+from tests.schedulers.test_registry_safety import OLD_SCHEMA_V1
 from tests.slurm_fixture import TEST_JOB_PREFIX, DevCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,16 +149,21 @@ def test_sacct_and_slurmdb_records() -> None:
 
 
 def test_a_version_2_registry_gains_the_accounting_column(tmp_path: Path) -> None:
-    reg = RunRegistry(home=tmp_path)
-    run = reg.create_run(user="u", spec_json="{}", spec_hash="h", framework="torch", scheduler="slurm")
-    reg.close()
+    """A file as FlowTrain wrote it at schema version 2 (version 1 plus data_source) is migrated: its
+    runs get an empty accounting record, and the file reaches the current version."""
+    (tmp_path / "runs").mkdir()
     with sqlite3.connect(tmp_path / "flowtrain.db") as db:
-        db.execute("ALTER TABLE runs DROP COLUMN accounting")
+        db.executescript(OLD_SCHEMA_V1)
+        for statement in MIGRATIONS[1]:
+            db.execute(statement)
+        db.execute("INSERT INTO runs (id, user, name, spec, spec_hash, framework, scheduler, state, created, run_dir)"
+                   " VALUES ('old-run', 'u', 'old', '{}', 'h', 'torch', 'slurm', 'COMPLETED', 1.0, ?)",
+                   (str(tmp_path / "runs" / "old-run"),))
         db.execute("PRAGMA user_version = 2")
     again = RunRegistry(home=tmp_path)
-    assert again.get(run.id).accounting is None
+    assert again.get("old-run").accounting is None
     with sqlite3.connect(tmp_path / "flowtrain.db") as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 # --- the real database ---------------------------------------------------------------------------
