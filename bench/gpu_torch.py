@@ -12,6 +12,8 @@ samples/s, generated ÷ reference and the generated program's TFLOP/s and MFU
     python bench/gpu_torch.py                      # generate + run (needs FlowTrain's requirements)
     python bench/gpu_torch.py --prepare DIR        # only generate the programs into DIR (any machine)
     python bench/gpu_torch.py --from DIR           # only run what --prepare wrote (needs torch + numpy)
+    python bench/gpu_torch.py --dry-run            # every path end to end on this machine's CPU: tiny
+                                                   # batches and synthetic sets, a few steps (numbers meaningless)
 
 Targets (docs/performance.md, expert rows): ResNet-18 CIFAR ≥ 32,600 samples/s and 13.7% MFU.
 """
@@ -24,6 +26,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,20 +51,28 @@ GPU_CASES = {
 }
 
 
-def prepare_all(folder: Path, names: list[str]) -> None:
+
+def dry_run_case(case: Case) -> Case:
+    """The case shrunk for a CPU: batch 8, 8 steps logged every 2 (the table drops the first two
+    intervals), a synthetic set of 64 samples of the same shape."""
+    _, *shape = case.synthetic or (64, 1, 28, 28)
+    return replace(case, batch=8, steps=8, log_every=2, synthetic=(64, *shape))
+
+
+def prepare_all(folder: Path, names: list[str], dry_run: bool = False) -> None:
     sys.path.insert(0, str(ROOT))
     from torch_speed import prepare
 
     for name in names:
         (folder / name).mkdir(parents=True, exist_ok=True)
-        prepare(GPU_CASES[name], folder / name)
+        prepare(dry_run_case(GPU_CASES[name]) if dry_run else GPU_CASES[name], folder / name)
     print(f"prepared {', '.join(names)} in {folder}")
 
 
-def run_all(folder: Path, names: list[str], reps: int) -> None:
+def run_all(folder: Path, names: list[str], reps: int, dry_run: bool = False) -> None:
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and not dry_run:
         raise SystemExit("no CUDA device: this benchmark is for a GPU machine (see bench/torch_speed.py for CPUs)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rows, start = [], time.perf_counter()
@@ -72,7 +83,8 @@ def run_all(folder: Path, names: list[str], reps: int) -> None:
         print(f"{name}: generated {[round(v) for v in r['runs_generated']]}, "
               f"reference {[round(v) for v in r['runs_reference']]} samples/s ({time.perf_counter() - start:.0f} s)",
               flush=True)
-    print(f"\nPyTorch {torch.__version__} on {torch.cuda.get_device_name()}, {reps} run(s) each, "
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "the CPU (dry run: not a measurement)"
+    print(f"\nPyTorch {torch.__version__} on {device}, {reps} run(s) each, "
           f"{time.perf_counter() - start:.0f} s\n")
     print_table(rows, peak_tflops=PEAK_TFLOPS)
     print(json.dumps(rows))
@@ -84,15 +96,16 @@ def main() -> int:
     parser.add_argument("--from", dest="source", type=Path, help="only run the programs prepared in this folder")
     parser.add_argument("--models", nargs="+", choices=sorted(GPU_CASES), default=list(GPU_CASES))
     parser.add_argument("--reps", type=int, default=1, help="runs of each program per model (default 1)")
+    parser.add_argument("--dry-run", action="store_true", help="tiny runs on the CPU: checks the script, not the speed")
     args = parser.parse_args()
     if args.prepare:
-        prepare_all(args.prepare, args.models)
+        prepare_all(args.prepare, args.models, args.dry_run)
     elif args.source:
-        run_all(args.source, args.models, args.reps)
+        run_all(args.source, args.models, args.reps, args.dry_run)
     else:
         with tempfile.TemporaryDirectory(prefix="flowtrain-gpu-bench-") as tmp:
-            prepare_all(Path(tmp), args.models)
-            run_all(Path(tmp), args.models, args.reps)
+            prepare_all(Path(tmp), args.models, args.dry_run)
+            run_all(Path(tmp), args.models, args.reps, args.dry_run)
     return 0
 
 

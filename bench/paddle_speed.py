@@ -22,7 +22,7 @@ The reference loads the generated data.py's training split, so both see identica
 The reference follows performance.md's tuned recipe (threads from the CPU count, in-memory
 batches, ``paddle.jit.to_static``). ``--onednn`` adds FLAGS_use_mkldnn to the reference only (the
 generated program leaves oneDNN off: with paddle 3.3 it crashed the MLP and made training
-non-deterministic).
+non-deterministic, through dropout; docs/performance.md has the figures).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ everything it writes (``metrics.jsonl``, ``checkpoints/``, ``model/``, ``result.
   is kept in ``runs.metrics_offset``, only whole lines are consumed).
 
 ``reconcile(executors)`` asks each non-final run's executor for its job and records what changed:
-a job that ended while the portal was down gets its final state and exit code. Runs belong to a
+a job that ended while the portal was down gets its final state and exit code; a failed one gets its
+failing rank's error as its reason (:mod:`schedulers.rank_errors`). Runs belong to a
 user: ``get``/``list_runs``/``cancel`` take ``user`` and never show or touch another user's run
 (``user=None`` is the administrator's view).
 
@@ -32,6 +33,7 @@ without following symbolic links (:mod:`schedulers.run_files`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -46,6 +48,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_completed_runs
+from schedulers.rank_errors import failure_reason
 from schedulers.registry_db import (
     FINAL_SQL,
     MIGRATIONS,
@@ -92,6 +95,7 @@ __all__ = [
 USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always fullmatch: "$" would let a trailing newline in
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_TAIL_LINES = 30
+FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -543,6 +547,10 @@ class RunRegistry(SweepTable):
         tail = None
         if status.state in FINAL_STATES and status.state != RunState.COMPLETED:
             tail = self.log_tail(run.id)
+        if status.state == RunState.FAILED:  # the failing rank's own words, not just "exit code 1"
+            log = self.log_path(run.id)
+            reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework)
+            status = dataclasses.replace(status, reason=reason or status.reason)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
     @_guarded

@@ -1,7 +1,9 @@
 """Multi-node training through the real dev Slurm cluster, in every framework: ``run SPEC --scheduler
 slurm --wait`` with 2 nodes x 1 task and 2 nodes x 2 tasks completes, every rank takes part, and a
 rank that dies ends the whole job at once (srun --kill-on-bad-exit) instead of leaving the others
-waiting until the time limit.
+waiting until the time limit. Every rank ends with the same weights (each records their SHA-256 in
+ranks/rank-N.json), and a failed job's reason in ``flowtrain status`` is the failing rank's last
+error (ranks/rank-N.error), or, for a rank killed by a signal, what its launcher saw.
 
 The dev cluster's nodes all run on this one host, so tasks of different nodes share it: ports must
 come from a task's rank in the job, never from its index on its node (Keras' Slurm resolver did the
@@ -16,6 +18,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,40 +50,79 @@ def test_two_nodes_train_to_completion_with_every_rank(framework: str, gpus: int
     assert out.returncode == 0 and run.state is RunState.COMPLETED, out.stdout + out.stderr + log
     world = 2 * max(gpus, 1)
     assert re.search(rf"training on \S+ x{world}:", log), f"expected {world} processes in the log:\n{log}"
-    assert RunRegistry(home=home).result(run.id)["steps"] == 4
+    result = RunRegistry(home=home).result(run.id)
+    assert result["steps"] == 4
+    digests = {path.name: json.loads(path.read_text())["weights_sha256"] for path in (run.run_dir / "ranks").glob("*.json")}
+    assert sorted(digests) == [f"rank-{rank}.json" for rank in range(world)], digests
+    assert set(digests.values()) == {result["weights_sha256"]}, f"the ranks ended with different weights: {digests}"
 
 
-def test_a_rank_that_dies_fails_the_whole_job_within_a_minute(tmp_path: Path) -> None:
-    """Rank 1 is killed mid-run (its program exits with an error at once); the other rank would wait
-    for it in the next collective until the time limit without srun's --kill-on-bad-exit."""
+# The variable that holds a training process's rank in the job, as each framework's launcher sets it.
+RANK_VARIABLE = {"torch": "RANK", "keras": "SLURM_PROCID", "paddle": "PADDLE_TRAINER_ID"}
+
+
+def _submit_long_run(tmp_path: Path, framework: str, *args: str) -> tuple[dict[str, str], Path, RunRegistry, Any]:
+    """A 2-node run of 50 epochs (``args``, e.g. --max-steps, go to ``flowtrain run``), submitted without waiting."""
     home = tmp_path / "home"
     env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
-    spec = _spec(tmp_path, "torch", 2, 0)
+    spec = _spec(tmp_path, framework, 2, 0)
     doc = json.loads(spec.read_text())
-    doc["training"]["epochs"] = 50  # far longer than the test waits
+    doc["training"]["epochs"] = 50  # far longer than the tests wait
     spec.write_text(json.dumps(doc))
-    submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", "torch")
+    submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", framework, *args)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    [run] = RunRegistry(home=home).list_runs(ME)
-    metrics = run.run_dir / "metrics.jsonl"
     reg = RunRegistry(home=home)
+    [run] = reg.list_runs(ME)
+    return env, home, reg, run
+
+
+def _final_status(env: dict[str, str], run_id: str, timeout: float) -> dict[str, Any]:
+    """``flowtrain status RUN --json`` once the run has ended."""
+    def ended() -> dict[str, Any] | None:
+        doc = json.loads(flowtrain(env, "status", run_id, "--json").stdout)
+        return doc if doc["state"] in ("FAILED", "CANCELLED", "NODE_FAIL", "COMPLETED", "TIMEOUT") else None
+
+    return wait_until(ended, timeout=timeout, message="the job to end after one rank died")
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_a_rank_that_dies_fails_the_whole_job_within_a_minute(framework: str, tmp_path: Path) -> None:
+    """Rank 1 is killed mid-run (SIGKILL: it writes nothing); the other rank would wait for it in the
+    next collective until the time limit without srun's --kill-on-bad-exit. The reason names rank 1
+    and the signal, from its launcher's report in the job log."""
+    env, home, reg, run = _submit_long_run(tmp_path, framework)
+    metrics = run.run_dir / "metrics.jsonl"
     wait_until(lambda: metrics.is_file() and '"event": "train"' in metrics.read_text(), timeout=240,
                message=lambda: f"the job to start training: {reg.get(run.id, ME).state}")
-    victims = wait_until(lambda: _rank_processes(run.run_dir, 1), timeout=30, message="rank 1's process")
+    victims = wait_until(lambda: _rank_processes(run.run_dir, framework, 1), timeout=30, message="rank 1's process")
     killed = time.monotonic()
     for pid in victims:
         os.kill(pid, 9)
+    final = _final_status(env, run.id, timeout=60)
+    log = (run.run_dir / f"slurm-{run.job_id}.out").read_text()
+    assert final["state"] == "FAILED" and time.monotonic() - killed < 60, log
+    assert re.fullmatch(r"rank 1 \(\S+\) killed by signal 9 \(SIGKILL\)", final["reason"]), final["reason"] + "\n" + log
+    shown = flowtrain(env, "status", run.id).stdout
+    assert f"reason     {final['reason']}" in shown, shown
 
-    def state() -> str:
-        return json.loads(flowtrain(env, "status", run.id, "--json").stdout)["state"]
 
-    final = wait_until(lambda: (s := state()) in ("FAILED", "CANCELLED", "NODE_FAIL", "COMPLETED") and s,
-                       timeout=60, message="the job to end after one rank died")
-    assert final == "FAILED" and time.monotonic() - killed < 60
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_the_error_that_ends_one_rank_is_the_reason_of_the_failed_run(framework: str, tmp_path: Path) -> None:
+    """Only rank 1 fails, for real: the file it must write at the end (ranks/rank-1.json, its
+    weights' digest) is taken by a folder, as a full quota or a stale mount would break one node's
+    write. ``status`` shows rank 1's error, not rank 0's consequential one nor just "exit code 1"
+    (paddle's launcher keeps a worker's traceback in a private folder: the job log has none)."""
+    env, home, reg, run = _submit_long_run(tmp_path, framework, "--max-steps", "4")
+    (run.run_dir / "ranks" / "rank-1.json").mkdir(parents=True)  # long before the job's first step
+    final = _final_status(env, run.id, timeout=300)
+    log = (run.run_dir / f"slurm-{run.job_id}.out").read_text()
+    assert final["state"] == "FAILED", log
+    assert re.fullmatch(r"rank 1 \(\S+\): IsADirectoryError: \[Errno 21\] Is a directory: .*rank-1\.json'",
+                        final["reason"]), final["reason"] + "\n" + log
 
 
-def _rank_processes(run_dir: Path, rank: int) -> list[int]:
-    """The training processes of ``rank`` in ``run_dir`` (torchrun gives each worker RANK)."""
+def _rank_processes(run_dir: Path, framework: str, rank: int) -> list[int]:
+    """The training processes of ``rank`` in ``run_dir`` (not their launchers: those lack the rank variable)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -89,6 +131,6 @@ def _rank_processes(run_dir: Path, rank: int) -> list[int]:
         except OSError:  # the process ended while we looked
             continue
         if b"train.py" in cmdline and f"FLOWTRAIN_RUN_DIR={run_dir}".encode() in environ \
-                and f"RANK={rank}".encode() in environ:
+                and f"{RANK_VARIABLE[framework]}={rank}".encode() in environ:
             found.append(int(pid))
     return found
