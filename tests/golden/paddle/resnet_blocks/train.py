@@ -121,6 +121,8 @@ class Report:
     def __init__(self, out: Path, rank: int) -> None:
         self.rank = rank
         self.file = None
+        LastError.path = rank_file(out, rank, ".error")
+        LastError.path.unlink(missing_ok=True)  # an earlier attempt's error (a resumed run) is no longer news
         if rank == 0:
             out.mkdir(parents=True, exist_ok=True)
             self.file = (out / "metrics.jsonl").open("a", encoding="utf-8")
@@ -137,6 +139,51 @@ class Report:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
         self.file.write(json.dumps(clean) + "\n")
         self.file.flush()
+
+
+def rank_file(out: Path, rank: int, suffix: str) -> Path:
+    """OUT/ranks/rank-<rank><suffix>: what each process of a data-parallel run records for itself."""
+    return out / "ranks" / f"rank-{rank}{suffix}"
+
+
+class LastError:
+    """The error that ends this process, one line in ranks/rank-<rank>.error: the run registry shows the
+    first rank's as the failure reason of the run (a rank's traceback may reach no log the user sees:
+    paddle's launcher keeps its workers' output in a private folder, and srun kills the other ranks)."""
+
+    path: Path | None = None  # set by Report once this process knows its rank and output folder
+
+    @classmethod
+    def record(cls, exc: BaseException) -> None:
+        if cls.path is None:  # before Report: the default output folder and the launcher's rank
+            rank = next((os.environ[k] for k in ("RANK", "PADDLE_TRAINER_ID", "SLURM_PROCID") if k in os.environ), "0")
+            cls.path = rank_file(Path(__file__).resolve().parent, int(rank), ".error")
+        host = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+        rank = cls.path.name.removeprefix("rank-").removesuffix(".error")
+        # one line; TensorFlow puts the Python frames of the op that failed in its messages
+        kept = [line for line in str(exc).splitlines() if not line.lstrip().startswith('File "')]
+        message = " ".join(" ".join(kept).split())[:1000]
+        line = f"rank {rank} ({host}): {type(exc).__name__}" + (f": {message}" if message else "")
+        try:
+            write_atomically(cls.path, lambda f: f.write((line + "\n").encode()))
+        except OSError as write_error:  # the error that ends the run stays the one raised
+            print(f"warning: cannot write {cls.path}: {write_error}", file=sys.stderr)
+
+
+def record_weights(out: Path, rank: int, step: int, arrays: list[np.ndarray]) -> str:
+    """This rank's final trainable weights as one SHA-256 (shapes, dtypes and bytes, in the model's
+    order) in ranks/rank-<rank>.json; returns it. Data-parallel ranks apply the same averaged
+    gradients to the same initial weights, so every rank's digest must equal rank 0's."""
+    import hashlib  # only here: the digest is the one use
+
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    record = {"rank": rank, "step": step, "weights_sha256": digest.hexdigest(), "arrays": len(arrays)}
+    write_atomically(rank_file(out, rank, ".json"), lambda f: f.write(json.dumps(record).encode()))
+    return record["weights_sha256"]
 
 
 class StopFlag:
@@ -589,6 +636,9 @@ class Trainer:
     def learning_rate(self) -> float:
         return self.optimizer.get_lr()
 
+    def weights(self) -> list[np.ndarray]:
+        return [p.numpy() for p in self.model.parameters() if not p.stop_gradient]
+
     def evaluate(self, split: str) -> dict[str, float]:
         """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
         source = self.sources[split]
@@ -813,6 +863,8 @@ class Run:
         step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
         result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
                                      "world_size": self.trainer.processes.world}
+        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
+        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
         if "val" in sources:
             if self.val_step != step:
                 self.val_metrics = self.trainer.evaluate("val")
@@ -903,4 +955,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (Exception, KeyboardInterrupt) as exc:
+        LastError.record(exc)
+        raise
