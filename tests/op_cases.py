@@ -155,6 +155,11 @@ CASES: tuple[OpCase, ...] = (
     _c("Flatten", "Flatten", (3, 4, 5)),
     _c("Reshape", "Reshape", (2, 4, 4), shape=[4, 8]),
     _c("Reshape-infer", "Reshape", (12,), shape=[3, -1]),
+    _c("ChannelShuffle", "ChannelShuffle", (6, 4, 5), groups=3),
+    _c("ChannelShuffle-signal", "ChannelShuffle", (8, 7), groups=2),
+    # local response norm (ONNX import: AlexNet, GoogLeNet)
+    _c("LocalResponseNorm", "LocalResponseNorm", (7, 5, 4), size=5, alpha=0.5, beta=0.75, k=2.0),
+    _c("LocalResponseNorm-signal", "LocalResponseNorm", (4, 9), size=3),
 )
 
 BY_NAME: dict[str, OpCase] = {case.name: case for case in CASES}

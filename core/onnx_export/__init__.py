@@ -35,11 +35,13 @@ from core.onnx_export import (  # noqa: F401  (imported for their registrations)
     dropout,
     embedding,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.onnx_export._graph import (
     EXPORTERS,

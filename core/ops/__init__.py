@@ -8,11 +8,13 @@ from core.ops import (  # noqa: F401  (imported for their registrations)
     dropout,
     embedding,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, Weight, register_op
 

@@ -23,11 +23,13 @@ from core.mapping.paddle import (  # noqa: F401  (imported for their registratio
     dropout,
     embedding,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis

@@ -22,11 +22,13 @@ from core.mapping.torch import (  # noqa: F401  (imported for their registration
     dropout,
     embedding,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis
