@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.errors import CommandError, FlowTrainError
@@ -240,7 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
     run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
-                     executors=executors, args=extra, settings=settings)
+                     executors=executors, args=extra, settings=settings, spec_dir=Path(args.spec).parent)
     out = sys.stderr if args.json else sys.stdout
     reasons = (run.selection or {}).get("reasons", [])
     if reasons:

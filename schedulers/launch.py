@@ -160,6 +160,7 @@ def submit_run(
     args: Sequence[str] = (),
     job_name: str | None = None,
     settings: Settings | None = None,
+    spec_dir: Path | None = None,
 ) -> Run:
     """Pin the data source, choose (unless ``selection`` is given), generate into a new run
     directory, submit, record.
@@ -169,13 +170,14 @@ def submit_run(
     ``data.source``) before anything is created, and the resolved absolute path is what the
     registry stores and the generated program reads.
 
+    ``spec_dir``: the folder of the spec file, where ``training.init_weights`` may lie (the command line).
     ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
     run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
     """
     from core.codegen import generate
 
     settings = settings or load_settings()
-    spec = pin_source(spec, user, settings)
+    spec = pin_source(spec, user, settings, spec_dir)
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     analysis = validate(spec)
