@@ -220,29 +220,13 @@ def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported
         "data": {"source": "data", "format": "image_folder" if len(in_shape) == 3 else "npz",
                  "input_shape": in_shape, "task": "classification" if classify else "regression",
                  **({"num_classes": result.shape[0]} if classify else {})},
-        "model": {"nodes": _positioned(builder), "edges": builder.edges},
+        "model": {"nodes": builder.nodes, "edges": builder.edges},  # the editor lays them out
         "training": {"loss": "cross_entropy" if classify else "mse",
                      **({"init_weights": weights_file} if weights_file else {})},
     }
     spec = PipelineSpec.model_validate(doc)
     validate(spec)  # raises SpecError with every problem: an import must yield a valid spec
     return ImportResult(spec, builder.weights, output_tensor, notes)
-
-
-def _positioned(builder: GraphBuilder) -> list[dict[str, Any]]:
-    """Nodes with editor positions: one row per depth (longest path from the input), side by side within it."""
-    preds: dict[str, list[str]] = {}
-    for e in builder.edges:
-        preds.setdefault(e["target"], []).append(e["source"])
-    depth: dict[str, int] = {}
-    lanes: Counter[int] = Counter()
-    out = []
-    for node in builder.nodes:  # already topological
-        d = 1 + max((depth[p] for p in preds.get(node["id"], [])), default=-1)
-        depth[node["id"]] = d
-        out.append({**node, "position": {"x": 220.0 * lanes[d], "y": 90.0 * d}})
-        lanes[d] += 1
-    return out
 
 
 def _load(source: ModelProto | bytes | str | Path) -> ModelProto:
