@@ -2,9 +2,11 @@
 backend test data (AlexNet, GoogLeNet, ResNet-50, SqueezeNet, VGG-19, ZFNet, DenseNet-121, ...).
 
 They ship without weights: each weight is a ``ConstantOfShape`` placeholder. :func:`with_random_weights`
-replaces every placeholder by seeded random values of moderate size (He-uniform for kernels and
-matrices, so that ReLU networks without BatchNorm keep activations of order one through 19 layers;
-U(0.5, 1.5) for vectors, which keeps variances, scales and biases positive and non-trivial).
+replaces every placeholder by seeded random values of moderate size, chosen by where the graph uses
+it: He-uniform kernels and matrices (ReLU networks without BatchNorm keep activations of order one
+through 19 layers); a BatchNormalization's scale U(0.5, 1), shift and mean U(±0.1), variance U(1, 2)
+(so that 50 residual blocks do not blow the activations up); other vectors (biases, the per-channel
+Mul/Add constants) U(0.5, 1.5).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ def with_random_weights(model: ModelProto, seed: int = 0) -> ModelProto:
     out = ModelProto()
     out.CopyFrom(model)
     inits = {i.name: numpy_helper.to_array(i) for i in out.graph.initializer}
+    role = {name: (n.op_type, i) for n in out.graph.node for i, name in enumerate(n.input)}
     kept = []
     for node in out.graph.node:
         if node.op_type == "ConstantOfShape" and node.input[0] in inits:
             shape = tuple(int(d) for d in inits[node.input[0]])
-            out.graph.initializer.append(numpy_helper.from_array(_draw(rng, shape), node.output[0]))
+            array = _draw(rng, shape, role.get(node.output[0], ("", 0)))
+            out.graph.initializer.append(numpy_helper.from_array(array, node.output[0]))
         else:
             kept.append(node)
     del out.graph.node[:]
@@ -50,7 +54,12 @@ def with_random_weights(model: ModelProto, seed: int = 0) -> ModelProto:
     return out
 
 
-def _draw(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+BATCH_NORM_RANGES = {1: (0.5, 1.0), 2: (-0.1, 0.1), 3: (-0.1, 0.1), 4: (1.0, 2.0)}  # scale, B, mean, var
+
+
+def _draw(rng: np.random.Generator, shape: tuple[int, ...], role: tuple[str, int]) -> np.ndarray:
+    if role[0] == "BatchNormalization":
+        return rng.uniform(*BATCH_NORM_RANGES[role[1]], shape).astype(np.float32)
     if len(shape) == 1:
         return rng.uniform(0.5, 1.5, shape).astype(np.float32)
     fan_in = math.prod(shape[1:])

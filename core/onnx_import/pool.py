@@ -1,8 +1,8 @@
 """Pooling. ONNX pads may differ at the end of an axis (Caffe-converted models pad the end by what
 Caffe's ceil rounding adds): a max pool whose end padding yields exactly ``ceil_mode``'s windows is a
-``ceil_mode`` max pool (padding never wins a maximum). Average pooling that leaves the padding out of
-the divisor (ONNX's default) is expressible when nothing is padded, or when one window covers the
-whole input (GoogLeNet's last pool: the mean of every position)."""
+``ceil_mode`` max pool (padding never wins a maximum). An average pool keeps ONNX's
+``count_include_pad`` (default 0); one whose single window covers the whole input and hangs past
+its end (GoogLeNet's last pool: the mean of every position) is AdaptiveAvgPool2d(1)."""
 
 from __future__ import annotations
 
@@ -52,16 +52,13 @@ def average_pool(ctx: NodeContext) -> Value:
     want = [_onnx_out(n, kernel[i], strides[i], pads[i], pads[i + 2], ceil) for i, n in enumerate(sizes)]
     if want == [1, 1] and not include and pads[:2] == [0, 0] and all(k >= n for k, n in zip(kernel, sizes)):
         return ctx.add("AdaptiveAvgPool2d", {"output_size": [1, 1]}, [x])
-    if any(pads) and not include:
-        raise Refused(f"it pads {pads} and leaves the padding out of the divisor (count_include_pad=0)",
-                      expected="no padding, count_include_pad=1, or one window over the whole input")
     padding = symmetric(pads, "pooling")
     got = [conv_out(n, kernel[i], strides[i], padding[i], ceil=ceil) for i, n in enumerate(sizes)]
     if got != want:
         raise Refused(f"ceil_mode's last window starts in the padding ({want} windows, torch keeps {got})",
                       expected="windows that start inside the input")
-    return ctx.add("AvgPool2d", {"kernel_size": kernel, "stride": strides, "padding": padding, "ceil_mode": ceil},
-                   [x])
+    return ctx.add("AvgPool2d", {"kernel_size": kernel, "stride": strides, "padding": padding, "ceil_mode": ceil,
+                                 "count_include_pad": include}, [x])
 
 
 @imports("GlobalAveragePool")

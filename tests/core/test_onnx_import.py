@@ -18,7 +18,8 @@ from core.validate import validate
 from core.weights import canonical_shapes
 from tests.onnx_models import published, with_output, with_random_weights
 
-IMPORTED = ("bvlc_alexnet", "densenet121", "inception_v1", "resnet50", "squeezenet", "vgg19", "zfnet512")
+IMPORTED = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
+            "vgg19", "zfnet512")
 
 
 def run_ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -110,12 +111,24 @@ def test_every_unsupported_node_is_refused_at_once_naming_op_node_and_opset() ->
 
 
 def test_a_configuration_the_catalogue_cannot_express_is_refused_with_what_would_work() -> None:
-    nodes = [helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[0, 0, 1, 1]),
+             helper.make_node("LRN", ["c"], ["y"], name="lrn", size=4)]
     with pytest.raises(SpecError) as err:
+        import_onnx(_graph(nodes, {"w": np.ones((2, 2, 3, 3), np.float32)}, [2, 6, 6], opset=9))
+    [problem] = err.value.problems  # the LRN after the refused Conv is not reported: it has no input
+    assert problem.location == "onnx.nodes[conv]" and "[0, 0, 1, 1]" in problem.message
+    assert "the same padding at both ends" in problem.expected
+    nodes = [helper.make_node("LRN", ["x"], ["y"], name="lrn", size=4)]
+    with pytest.raises(SpecError, match=r"onnx.nodes\[lrn\]: LRN \(opset 9\): size 4 is even"):
         import_onnx(_graph(nodes, {}, [2, 6, 6], opset=9))
-    [problem] = err.value.problems
-    assert problem.location == "onnx.nodes[pool]" and "count_include_pad" in problem.message
-    assert "count_include_pad=1" in problem.expected
+
+
+def test_shufflenet_shuffles_and_pools_without_counting_padding() -> None:
+    model = with_random_weights(onnx.load(published("shufflenet")))
+    nodes = import_onnx(model).spec.model.nodes
+    shuffles = [n for n in nodes if n.op == "ChannelShuffle"]
+    assert len(shuffles) == Counter(n.op_type for n in model.graph.node)["Transpose"] == 16
+    assert any(n.op == "AvgPool2d" and n.params.get("count_include_pad") is False for n in nodes)
 
 
 def test_a_file_that_is_not_onnx_is_a_clear_error() -> None:

@@ -2,8 +2,8 @@
 program starts from ``training.init_weights``.
 
 The models are the ``light_*`` CNNs the ``onnx`` package ships (tests/onnx_models.py: AlexNet,
-DenseNet-121, GoogLeNet, ResNet-50, SqueezeNet, VGG-19, ZFNet) with seeded random weights in place of
-their placeholders, at their own 224×224 input size and batch 1 (their Gemm heads are sized for it).
+DenseNet-121, GoogLeNet, Inception v2, ResNet-50, ShuffleNet, SqueezeNet, VGG-19, ZFNet) with seeded
+random weights in place of their placeholders, at their own 224×224 input size and batch 1 (their Gemm heads are sized for it).
 Each framework runs all of them in one worker subprocess (:func:`core.equivalence.run_worker`, as the
 equivalence check does), loading the imported canonical weights; each output must be within 1e-4 of
 onnxruntime's logits, relative to their scale as in :mod:`core.equivalence`.
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-4
-WORKER_TIMEOUT_S = 1500.0  # all seven networks in one framework's subprocess (VGG-19 is 20 GMACs)
+WORKER_TIMEOUT_S = 1500.0  # all nine networks in one framework's subprocess (VGG-19 is 20 GMACs)
 
 
 @pytest.fixture(scope="module")
