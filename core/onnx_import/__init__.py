@@ -54,6 +54,7 @@ from core.validate import validate
 
 __all__ = ["IMPORTERS", "ImportResult", "ImporterRegistry", "import_onnx", "imports", "save_import"]
 
+_MISSING: Any = object()  # an input whose producer was refused
 MIN_OPSET = 7  # older files use attribute forms (consumed_inputs, is_test…) the importers do not read
 
 
@@ -189,9 +190,6 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
     if problems:
         raise SpecError(problems)
     return _finish(model, builder, values, consts, name, weights_file, notes, dropped)
-
-
-_MISSING: Any = object()
 
 
 def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported], consts: dict[str, np.ndarray],
