@@ -201,7 +201,8 @@ def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported
     result = values.get(out_name)
     if not isinstance(result, Value):
         raise SpecError([Problem(f"onnx.outputs[{out_name}]", "the output is not computed from the input",
-                                 received="a constant" if out_name in consts else "a split channel axis",
+                                 received="a constant" if out_name in consts else
+                                 "an intermediate form (a split channel axis or a pending Pad)",
                                  expected="a tensor computed from the model's input")])
     output_tensor = dropped.input[0] if dropped is not None else out_name
     if len(result.shape) == 3 and result.shape[1:] == (1, 1) and result.shape[0] > 1:

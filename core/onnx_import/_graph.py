@@ -47,7 +47,16 @@ class SplitChannels:
     swapped: bool = False
 
 
-Imported = Value | SplitChannels
+@dataclass(frozen=True)
+class ZeroPadded:
+    """A tensor zero-padded by an ONNX Pad, not yet consumed: the convolution (or padding-counting
+    average pool) that reads it takes the padding as its own (``pads``: begins then ends, spatial axes)."""
+
+    source: Value
+    pads: tuple[int, ...]
+
+
+Imported = Value | SplitChannels | ZeroPadded
 
 
 class Refused(Exception):
@@ -177,8 +186,17 @@ class NodeContext:
         if isinstance(got, Value):
             return got
         what = "a constant" if isinstance(got, np.ndarray) else "missing" if got is None else \
+            "zero-padded by a Pad (only a convolution or an average pool counting padding can take it)" \
+            if isinstance(got, ZeroPadded) else \
             "a channel axis split into groups (only a Transpose of the groups and a Reshape back are supported)"
         raise Refused(f"input {i} is {what}", expected="a tensor computed from the model's input")
+
+    def padded(self, i: int) -> tuple[Value, list[int] | None]:
+        """Input ``i`` and the zero padding of a Pad before it (None without one)."""
+        got = self.inputs[i] if i < len(self.inputs) else None
+        if isinstance(got, ZeroPadded):
+            return got.source, list(got.pads)
+        return self.value(i), None
 
     def const(self, i: int) -> np.ndarray | None:
         """Input ``i`` when it is a constant (initialiser or folded), else None."""

@@ -26,6 +26,11 @@ def explicit_pads(ctx: NodeContext, sizes: tuple[int, ...], kernel: list[int], s
     return begins + ends
 
 
+def with_pad(pads: list[int], extra: list[int] | None) -> list[int]:
+    """``pads`` plus the zero padding of a Pad node before the op."""
+    return pads if extra is None else [a + b for a, b in zip(pads, extra)]
+
+
 def symmetric(pads: list[int], what: str) -> list[int]:
     n = len(pads) // 2
     if pads[:n] != pads[n:]:
@@ -36,7 +41,7 @@ def symmetric(pads: list[int], what: str) -> list[int]:
 
 @imports("Conv")
 def conv(ctx: NodeContext) -> Value:
-    x = ctx.value(0)
+    x, extra = ctx.padded(0)
     w = ctx.weight(1, "kernel")
     dims = w.ndim - 2
     if dims not in (1, 2):
@@ -44,7 +49,7 @@ def conv(ctx: NodeContext) -> Value:
     kernel = list(w.shape[2:])
     strides = list(ctx.attr("strides", [1] * dims))
     dilations = list(ctx.attr("dilations", [1] * dims))
-    pads = symmetric(explicit_pads(ctx, x.shape[1:], kernel, strides, dilations), "convolution")
+    pads = symmetric(with_pad(explicit_pads(ctx, x.shape[1:], kernel, strides, dilations), extra), "convolution")
     weights = {"weight": w}
     if len(ctx.inputs) > 2 and ctx.inputs[2] is not None:
         weights["bias"] = ctx.weight(2, "bias")

@@ -7,7 +7,7 @@ its end (GoogLeNet's last pool: the mean of every position) is AdaptiveAvgPool2d
 from __future__ import annotations
 
 from core.onnx_import._graph import NodeContext, Refused, Value, imports
-from core.onnx_import.conv import explicit_pads, symmetric
+from core.onnx_import.conv import explicit_pads, symmetric, with_pad
 from core.ops.registry import conv_out
 
 
@@ -44,10 +44,14 @@ def max_pool(ctx: NodeContext) -> Value:
 
 @imports("AveragePool")
 def average_pool(ctx: NodeContext) -> Value:
-    x = ctx.value(0)
-    kernel, strides, pads = _window(ctx, x)
-    ceil = bool(ctx.attr("ceil_mode", 0))
+    x, extra = ctx.padded(0)
     include = bool(ctx.attr("count_include_pad", 0))
+    if extra is not None and not include:
+        raise Refused("it averages a Pad's zeros but leaves padding out of its divisor",
+                      expected="count_include_pad=1 after a Pad")
+    kernel, strides, pads = _window(ctx, x)
+    pads = with_pad(pads, extra)
+    ceil = bool(ctx.attr("ceil_mode", 0))
     sizes = x.shape[1:]
     want = [_onnx_out(n, kernel[i], strides[i], pads[i], pads[i + 2], ceil) for i, n in enumerate(sizes)]
     if want == [1, 1] and not include and pads[:2] == [0, 0] and all(k >= n for k, n in zip(kernel, sizes)):

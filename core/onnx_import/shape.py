@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from core.onnx_import._graph import Imported, NodeContext, Refused, SplitChannels, Value, imports
+from core.onnx_import._graph import Imported, NodeContext, Refused, SplitChannels, Value, ZeroPadded, imports
 
 
 def _target(ctx: NodeContext, shape: tuple[int, ...], raw: list[int]) -> tuple[int, ...]:
@@ -131,10 +131,26 @@ def transpose(ctx: NodeContext) -> Imported:
 
 @imports("Pad")
 def pad(ctx: NodeContext) -> Imported:
-    """Only a Pad by nothing (the catalogue pads inside Conv2d and the pools)."""
-    pads = ctx.const(1) if ctx.opset >= 11 else np.asarray(ctx.attr("pads", []))
-    if pads is None or np.any(np.asarray(pads) != 0):
-        raise Refused(f"it pads by {None if pads is None else np.asarray(pads).tolist()}",
-                      expected="no padding (padding belongs to the Conv or pool that follows)",
-                      fix="export with the padding inside the convolution or pooling node")
-    return _input(ctx)
+    """Zero padding of the spatial axes, taken over by the convolution or average pool that reads it
+    (TensorFlow exports pad explicitly before a 'valid' convolution); by nothing, no node at all."""
+    x = ctx.value(0)
+    rank = len(x.shape) + 1
+    if ctx.opset >= 11:
+        raw, fill = ctx.const(1), ctx.const(2)
+    else:
+        raw, fill = np.asarray(ctx.attr("pads", [])), np.asarray(ctx.attr("value", 0.0))
+    mode = ctx.attr("mode", "constant")
+    if raw is None or (len(ctx.inputs) > 3 and ctx.inputs[3] is not None):
+        raise Refused("its pads or axes are computed or partial", expected="constant pads for every axis")
+    pads = [int(p) for p in np.asarray(raw).reshape(-1)]
+    if len(pads) != 2 * rank:
+        raise Refused(f"pads {pads} do not cover the {rank} axes", expected=f"{2 * rank} numbers")
+    if not any(pads):
+        return x
+    value = 0.0 if fill is None else float(np.asarray(fill).reshape(-1)[0])
+    if mode != "constant" or value != 0.0 or any(p < 0 for p in pads) or pads[0] or pads[1] or pads[rank] or \
+            pads[rank + 1]:
+        raise Refused(f"{mode} padding by {pads} with {value:g}",
+                      expected="zero padding of the positions (not the batch or channel axis), read by a Conv "
+                               "or an AveragePool that counts padding")
+    return ZeroPadded(x, tuple(pads[2:rank] + pads[rank + 2:]))

@@ -144,3 +144,22 @@ def test_a_second_importer_for_an_onnx_op_is_refused() -> None:
     with pytest.raises(ValueError, match="already has an importer"):
         registry.register("Relu")(lambda ctx: None)
     assert IMPORTERS.supports("Gemm") and IMPORTERS.supports("LRN") and IMPORTERS.supports("Sum")
+
+
+def test_a_zero_pad_before_a_convolution_becomes_its_padding() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    w = np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], mode="constant"),
+             helper.make_node("Conv", ["p", "w"], ["y"], strides=[2, 2])]
+    model = _graph(nodes, {"pads": np.array([0, 0, 1, 2, 0, 0, 1, 2], np.int64), "w": w}, [2, 7, 8])
+    spec = import_onnx(model).spec
+    [conv] = [n for n in spec.model.nodes if n.op not in ("Input", "Output")]
+    assert conv.op == "Conv2d" and conv.params["padding"] == [1, 2]
+    x = np.random.default_rng(1).standard_normal((1, 2, 7, 8)).astype(np.float32)
+    want = F.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2, padding=(1, 2)).numpy()
+    np.testing.assert_allclose(run_ort(model, x), want, atol=1e-5)
+    lone = [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="reflect")]
+    with pytest.raises(SpecError, match=r"onnx.nodes\[pad\]: Pad \(opset 13\): reflect padding"):
+        import_onnx(_graph(lone, {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [2, 7, 8]))
