@@ -160,6 +160,8 @@ CASES: tuple[OpCase, ...] = (
     _c("Reshape-infer", "Reshape", (12,), shape=[3, -1]),
     _c("ChannelShuffle", "ChannelShuffle", (6, 4, 5), groups=3),
     _c("ChannelShuffle-signal", "ChannelShuffle", (8, 7), groups=2),
+    _c("HardSigmoid", "HardSigmoid", (3, 5, 4)),
+    _c("HardSigmoid-onnx-default", "HardSigmoid", (7,), alpha=0.2, beta=0.4),
     # local response norm (ONNX import: AlexNet, GoogLeNet)
     _c("LocalResponseNorm", "LocalResponseNorm", (7, 5, 4), size=5, alpha=0.5, beta=0.75, k=2.0),
     _c("LocalResponseNorm-signal", "LocalResponseNorm", (4, 9), size=3),

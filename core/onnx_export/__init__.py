@@ -34,6 +34,7 @@ from core.onnx_export import (  # noqa: F401  (imported for their registrations)
     dense,
     dropout,
     embedding,
+    gates,
     io,
     local_norm,
     merge,

@@ -52,11 +52,8 @@ def clip(ctx: NodeContext) -> Value:
 
 @imports("HardSigmoid")
 def hard_sigmoid(ctx: NodeContext) -> Value:
-    """Refused with what would work: the catalogue has HardSwish (x · hard sigmoid), not the gate alone."""
-    alpha, beta = float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5))
-    raise Refused(f"a hard sigmoid (alpha {alpha:g}, beta {beta:g}) on its own has no catalogue op",
-                  expected="HardSwish",
-                  fix="export the model with HardSwish (opset ≥ 14)")
+    return ctx.add("HardSigmoid", {"alpha": float(ctx.attr("alpha", 0.2)), "beta": float(ctx.attr("beta", 0.5))},
+                   [ctx.value(0)])
 
 
 @imports("Softmax")

@@ -7,6 +7,7 @@ from core.ops import (  # noqa: F401  (imported for their registrations)
     dense,
     dropout,
     embedding,
+    gates,
     io,
     local_norm,
     merge,

@@ -163,3 +163,11 @@ def test_a_zero_pad_before_a_convolution_becomes_its_padding() -> None:
     lone = [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="reflect")]
     with pytest.raises(SpecError, match=r"onnx.nodes\[pad\]: Pad \(opset 13\): reflect padding"):
         import_onnx(_graph(lone, {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [2, 7, 8]))
+
+
+def test_clip_and_hard_sigmoid_map_onto_relu6_and_hard_sigmoid() -> None:
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+             helper.make_node("HardSigmoid", ["c"], ["y"], alpha=0.2, beta=0.4)]
+    model = _graph(nodes, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}, [5])
+    ops = [(n.op, n.params) for n in import_onnx(model).spec.model.nodes if n.op not in ("Input", "Output")]
+    assert ops == [("ReLU6", {}), ("HardSigmoid", {"alpha": 0.2, "beta": 0.4})]

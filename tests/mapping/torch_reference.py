@@ -135,6 +135,8 @@ def _functions(op: str, p: dict[str, Any]) -> Forward | None:
         return lambda xs: xs[0].mean(dim=1) if p["mode"] == "mean" else xs[0].amax(dim=1)
     if op == "Softmax":
         return lambda xs: F.softmax(xs[0], dim=_torch_dim(p["axis"]))
+    if op == "HardSigmoid":
+        return lambda xs: torch.clamp(xs[0] * p["alpha"] + p["beta"], 0.0, 1.0)
     if op == "Add":
         return lambda xs: torch.stack(xs).sum(dim=0)
     if op == "Concat":

@@ -22,6 +22,7 @@ from core.mapping.keras import (  # noqa: F401  (imported for their registration
     dense,
     dropout,
     embedding,
+    gates,
     io,
     local_norm,
     merge,

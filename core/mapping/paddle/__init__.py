@@ -22,6 +22,7 @@ from core.mapping.paddle import (  # noqa: F401  (imported for their registratio
     dense,
     dropout,
     embedding,
+    gates,
     io,
     local_norm,
     merge,

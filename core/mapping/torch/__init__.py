@@ -21,6 +21,7 @@ from core.mapping.torch import (  # noqa: F401  (imported for their registration
     dense,
     dropout,
     embedding,
+    gates,
     io,
     local_norm,
     merge,
