@@ -174,9 +174,13 @@ class NodeContext:
         return self.node.name or (self.node.output[0] if self.node.output else self.node.op_type)
 
     def attr(self, name: str, default: Any = None) -> Any:
+        """An attribute's value; a float is ONNX's float32 written as its shortest decimal (1e-4, not
+        9.999999747378752e-05), which is the same float32 in every generated program."""
         for a in self.node.attribute:
             if a.name == name:
                 value = helper.get_attribute_value(a)
+                if isinstance(value, float):
+                    return float(str(np.float32(value)))
                 return value.decode() if isinstance(value, bytes) else value
         return default
 
