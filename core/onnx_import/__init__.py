@@ -169,21 +169,25 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
             values[node.output[0]] = ins[0]  # type: ignore[assignment]
             notes.append(f"the final Softmax ({node.name or node.output[0]}) is left to the loss head")
             continue
-        try:
-            if constant:
-                feeds = {i: x for i, x in zip(node.input, ins) if i and isinstance(x, np.ndarray)}
+        if constant:
+            feeds = {i: x for i, x in zip(node.input, ins) if i and isinstance(x, np.ndarray)}
+            try:
                 consts.update(zip(node.output, _fold(node, feeds, opset)))
-                continue
-            if node.op_type == "Shape" and isinstance(ins[0], Value):
+            except Exception as exc:  # noqa: BLE001  (the reference evaluator on a malformed node: the file's problem)
+                problems.append(_problem(node, opset, f"cannot be evaluated: {type(exc).__name__}: {exc}"))
+            continue
+        if node.op_type == "Shape":
+            if isinstance(ins[0], Value):
                 consts[node.output[0]] = np.array([batch, *ins[0].shape], dtype=np.int64)
-                continue
-            ctx = NodeContext(node, opset, builder, ins, [readers[i] == 1 for i in node.input])  # type: ignore[arg-type]
+            else:
+                problems.append(_problem(node, opset, "reads the shape of a split channel axis or a pending Pad",
+                                         expected="the shape of a tensor the catalogue computes"))
+            continue
+        ctx = NodeContext(node, opset, builder, ins, [readers[i] == 1 for i in node.input])  # type: ignore[arg-type]
+        try:
             out = IMPORTERS.functions[node.op_type](ctx)
         except Refused as err:
             problems.append(_problem(node, opset, err.message, err.expected, err.fix))
-            continue
-        except Exception as exc:  # noqa: BLE001  (a malformed node is the file's problem, reported like others)
-            problems.append(_problem(node, opset, f"cannot be evaluated: {type(exc).__name__}: {exc}"))
             continue
         if out is not None:
             values[node.output[0]] = out
