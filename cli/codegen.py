@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_generate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
+    weights = spec.training.init_weights
+    if weights is not None and not Path(weights).is_absolute():  # next to the spec, wherever train.py runs
+        absolute = str((Path(args.spec).parent / weights).resolve())
+        spec = spec.model_copy(update={"training": spec.training.model_copy(update={"init_weights": absolute})})
     program = generate(spec, args.framework)
     for path in program.write(args.out):
         print(path)

@@ -257,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     run = submit_run(spec, registry=registry, user=user, scheduler=args.scheduler, framework=args.framework,
                      executors=executors, args=extra, settings=settings, calibrate=args.calibrate or None,
-                     on_event=lambda text: print(text, file=out))
+                     spec_dir=Path(args.spec).parent, on_event=lambda text: print(text, file=out))
     reasons = (run.selection or {}).get("reasons", [])
     for line in reasons[:2]:  # the choice, and each framework's speed and time to result
         print(line, file=out)

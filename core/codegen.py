@@ -125,6 +125,7 @@ def runtime_context(spec: PipelineSpec) -> dict[str, Any]:
                        "every_epoch": bool(ckpt.every_epoch), "keep": int(ckpt.keep)},
         "performance": {"compile": str(perf.compile), "channels_last": str(perf.channels_last),
                         "device_data": str(perf.device_data), "xla": str(perf.xla)},
+        "init_weights": None if t.init_weights is None else str(t.init_weights),
     }
 
 

@@ -355,6 +355,10 @@ class TrainingSpec(Strict):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     log_every_steps: Annotated[int, Field(ge=1)] = 50
     performance: PerformanceSpec = Field(default_factory=PerformanceSpec)
+    # Added within schema version 1 (default None, so older documents read unchanged).
+    init_weights: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, description="Canonical weights (.npz, keys '<node id>/<name>') a fresh run starts from, e.g. an "
+        "imported ONNX model's: a path under your data roots, or next to the spec file.")
 
 
 # --------------------------------------------------------------------------- the document
@@ -392,6 +396,8 @@ class PipelineSpec(Strict):
         for key in ("account", "qos"):  # added within version 1: unset hashes as before they existed
             if resources.get(key) is None:
                 resources.pop(key, None)
+        if doc["training"].get("init_weights") is None:  # added within version 1 too
+            doc["training"].pop("init_weights", None)
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

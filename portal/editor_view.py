@@ -21,6 +21,7 @@ from portal.blocks import bound_to, is_port, use_params
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
+from portal.onnx_upload import import_onnx_upload
 from portal.session import reset_widgets
 from schedulers.accounting import Accounting
 from schedulers.base import SchedulerError
@@ -86,6 +87,15 @@ def _import(ed: Editor, key: str, settings: Settings, user: str) -> None:
         _after_replace(ed)
 
 
+def _import_onnx(ed: Editor, settings: Settings, user: str) -> None:
+    upload = st.session_state.get(f"toolbar.onnx.{ed.imports}")
+    if upload is None:
+        return
+    ed.imports += 1  # a new, empty uploader after each import (the same file again is a new import)
+    if import_onnx_upload(ed, upload.name, upload.size, upload.getvalue, settings, user):
+        _after_replace(ed)
+
+
 def _undo(ed: Editor) -> None:
     if ed.undo():
         _after_replace(ed)
@@ -128,6 +138,11 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
                            help=None if text else "Fix the problems listed under the graph first.")
     with c3:
         st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,))
+    st.file_uploader("Import ONNX (a published model and its weights)", type=["onnx"],
+                     key=f"toolbar.onnx.{ed.imports}", on_change=_import_onnx, args=(ed, settings, user),
+                     max_upload_size=limits.MAX_ONNX_UPLOAD_MB,
+                     help="Becomes the pipeline; its weights are saved under your first data root and every "
+                          "framework's program starts from them (training.init_weights).")
     notices(ed, "toolbar")
 
 

@@ -6,6 +6,8 @@
   with :class:`Busy`, never queued.
 - :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
   in scripts/portal.sh and ``.streamlit/config.toml``; the import checks again).
+- :data:`MAX_ONNX_UPLOAD_MB`: an ONNX model uploaded to the editor's Import ONNX (checked before it is
+  read); it cannot exceed the server's limit, so larger models are imported with ``import-onnx``.
 - :data:`MAX_DOWNLOAD_BYTES`: Streamlit's download button holds a file in the portal's memory while
   it is served (Streamlit 1.67 converts every download to bytes, a deferred callable's result
   included: nothing is streamed), so files and zips larger than this are not offered in the browser;
@@ -23,6 +25,8 @@ from core.errors import FlowTrainError
 from core.load import MAX_SPEC_BYTES
 
 MAX_UPLOAD_MB = MAX_SPEC_BYTES // (1024 * 1024)
+MAX_ONNX_UPLOAD_MB = MAX_UPLOAD_MB  # the server's limit (scripts/portal.sh, .streamlit/config.toml)
+MAX_ONNX_UPLOAD_BYTES = MAX_ONNX_UPLOAD_MB * 1024 * 1024
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 
 KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe"}

@@ -189,6 +189,7 @@ def submit_run(
     settings: Settings | None = None,
     calibrate: bool | None = None,
     on_event: Callable[[str], Any] | None = None,
+    spec_dir: Path | None = None,
 ) -> Run:
     """Pin the data source, choose (unless ``selection`` is given), generate into a new run
     directory, submit, record.
@@ -199,6 +200,7 @@ def submit_run(
     registry stores and the generated program reads.
 
     ``calibrate``/``on_event``: as for :func:`plan` (calibration jobs first where no measurement is cached).
+    ``spec_dir``: the folder of the spec file, where ``training.init_weights`` may lie (the command line).
 
     ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
     run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
@@ -206,7 +208,7 @@ def submit_run(
     from core.codegen import generate
 
     settings = settings or load_settings()
-    spec = pin_source(spec, user, settings)
+    spec = pin_source(spec, user, settings, spec_dir)
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     analysis = validate(spec)

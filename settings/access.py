@@ -111,23 +111,55 @@ def resolve_source(user: str, source: str, settings: Settings) -> str:
         raise AccessError(f"data.source refused: {err}") from None
 
 
-def pin_source(spec: PipelineSpec, user: str, settings: Settings) -> PipelineSpec:
-    """``spec`` with ``data.source`` resolved for ``user`` (see the module docstring).
+def resolve_init_weights(user: str, path: str, settings: Settings, spec_dir: Path | None = None) -> str:
+    """The real absolute path of ``training.init_weights``: next to the spec file (``spec_dir``, when the
+    spec came from one: a relative path without ``..`` that stays inside that folder), else inside the
+    user's data roots (:func:`confine`). It must be an existing file."""
+    given = PurePosixPath(path)
+    if spec_dir is not None and "\x00" not in path and ".." not in given.parts and not path.startswith("~"):
+        folder = spec_dir.resolve()
+        candidate = (folder / path).resolve()
+        if candidate.is_file() and (candidate.parent == folder or candidate.is_relative_to(folder)):
+            return str(candidate)
+    real = confine(user, path, settings)
+    if not real.is_file():
+        raise AccessError(f"{real} does not exist or is not a file")
+    return str(real)
 
-    Raises :class:`~core.errors.SpecError` with one problem at ``data.source`` when the user may not
-    read it, so the portal and the command line show it like any other spec problem.
+
+def pin_source(spec: PipelineSpec, user: str, settings: Settings, spec_dir: Path | None = None) -> PipelineSpec:
+    """``spec`` with ``data.source`` (and ``training.init_weights``, if set) resolved for ``user`` (see the
+    module docstring); ``spec_dir`` is the folder of the spec file, where init weights may lie too.
+
+    Raises :class:`~core.errors.SpecError` with every refused path as a problem, so the portal and the
+    command line show them like any other spec problem.
     """
+    problems: list[Problem] = []
+    roots = _roots_text(data_roots(user, settings))
+    resolved = spec.data.source
     try:
         resolved = resolve_source(user, spec.data.source, settings)
     except AccessError as err:
-        roots = _roots_text(data_roots(user, settings))
-        raise SpecError([Problem(
+        problems.append(Problem(
             "data.source", str(err).removeprefix("data.source refused: "), received=repr(spec.data.source)[:300],
             expected=f"a built-in dataset or a path inside your data roots ({roots})",
-            fix="choose the data on the Editor page, or put it under one of your data roots")]) from None
-    if resolved == spec.data.source:
-        return spec
-    return spec.model_copy(update={"data": spec.data.model_copy(update={"source": resolved})})
+            fix="choose the data on the Editor page, or put it under one of your data roots"))
+    weights = spec.training.init_weights
+    if weights is not None:
+        try:
+            weights = resolve_init_weights(user, weights, settings, spec_dir)
+        except AccessError as err:
+            problems.append(Problem(
+                "training.init_weights", str(err), received=repr(spec.training.init_weights)[:300],
+                expected=f"a canonical weights file (.npz) next to the spec or inside your data roots ({roots})",
+                fix="put the weights file next to the spec or under one of your data roots, or clear the field"))
+    if problems:
+        raise SpecError(problems)
+    if resolved != spec.data.source:
+        spec = spec.model_copy(update={"data": spec.data.model_copy(update={"source": resolved})})
+    if weights != spec.training.init_weights:
+        spec = spec.model_copy(update={"training": spec.training.model_copy(update={"init_weights": weights})})
+    return spec
 
 
 def os_user() -> str:

@@ -138,6 +138,9 @@ CASES: tuple[OpCase, ...] = (
     _c("AvgPool2d-padded", "AvgPool2d", (3, 9, 9), kernel_size=3, stride=2, padding=1),
     _c("AvgPool2d-ceil", "AvgPool2d", (2, 8, 8), kernel_size=3, stride=2, ceil_mode=True),
     _c("AvgPool2d-padded-ceil", "AvgPool2d", (2, 10, 9), kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    _c("AvgPool2d-exclude-pad", "AvgPool2d", (3, 9, 8), kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    _c("AvgPool2d-exclude-pad-ceil", "AvgPool2d", (2, 10, 9), kernel_size=3, stride=2, padding=1, ceil_mode=True,
+       count_include_pad=False),
     _c("AdaptiveAvgPool2d", "AdaptiveAvgPool2d", (3, 8, 8), output_size=2),
     _c("AdaptiveAvgPool2d-uneven", "AdaptiveAvgPool2d", (3, 7, 7), output_size=3),
     _c("AdaptiveAvgPool2d-rect", "AdaptiveAvgPool2d", (4, 9, 8), output_size=[4, 3]),
@@ -155,6 +158,13 @@ CASES: tuple[OpCase, ...] = (
     _c("Flatten", "Flatten", (3, 4, 5)),
     _c("Reshape", "Reshape", (2, 4, 4), shape=[4, 8]),
     _c("Reshape-infer", "Reshape", (12,), shape=[3, -1]),
+    _c("ChannelShuffle", "ChannelShuffle", (6, 4, 5), groups=3),
+    _c("ChannelShuffle-signal", "ChannelShuffle", (8, 7), groups=2),
+    _c("HardSigmoid", "HardSigmoid", (3, 5, 4)),
+    _c("HardSigmoid-onnx-default", "HardSigmoid", (7,), alpha=0.2, beta=0.4),
+    # local response norm (ONNX import: AlexNet, GoogLeNet)
+    _c("LocalResponseNorm", "LocalResponseNorm", (7, 5, 4), size=5, alpha=0.5, beta=0.75, k=2.0),
+    _c("LocalResponseNorm-signal", "LocalResponseNorm", (4, 9), size=3),
 )
 
 BY_NAME: dict[str, OpCase] = {case.name: case for case in CASES}

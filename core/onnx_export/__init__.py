@@ -34,12 +34,15 @@ from core.onnx_export import (  # noqa: F401  (imported for their registrations)
     dense,
     dropout,
     embedding,
+    gates,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.onnx_export._graph import (
     EXPORTERS,

@@ -23,6 +23,9 @@ def pool2d(ctx: ExportContext) -> str:
     attrs = {"kernel_shape": kernel, "strides": stride}
     if ctx.node.op == "MaxPool2d":  # padding is never the maximum
         return ctx.op("MaxPool", ctx.inputs, ctx.out, pads=pad + [q + e for q, e in zip(pad, extra)], **attrs)
+    if not p["count_include_pad"]:  # neither the padding nor ceil_mode's extra is counted
+        return ctx.op("AveragePool", ctx.inputs, ctx.out, pads=pad + [q + e for q, e in zip(pad, extra)],
+                      count_include_pad=0, **attrs)
     if not any(extra):
         return ctx.op("AveragePool", ctx.inputs, ctx.out, pads=pad + pad, count_include_pad=1, **attrs)
     zero_padded = ctx.op("Pad", [ctx.inputs[0], ctx.const("pads", [0, 0, *pad, 0, 0, *pad])])  # counted

@@ -7,12 +7,15 @@ from core.ops import (  # noqa: F401  (imported for their registrations)
     dense,
     dropout,
     embedding,
+    gates,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, Weight, register_op
 

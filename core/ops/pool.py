@@ -48,7 +48,10 @@ class MaxPool2d(_Pool2d):
 @register_op
 class AvgPool2d(_Pool2d):
     name = "AvgPool2d"
-    help = "Mean over each window (padding counts as zeros)."
+    help = "Mean over each window (padding counts as zeros unless count_include_pad is false)."
+    params = _Pool2d.params + (
+        bool_param("count_include_pad", True, "Count the zero padding in each window's divisor (torch's default); "
+                   "false: average the input cells only (ONNX's default)."),)
 
 
 @register_op

@@ -97,8 +97,11 @@ def _modules(op: str, p: dict[str, Any], shape: list[int]) -> tuple[nn.Module, F
     elif op == "ConvTranspose2d":
         m = nn.ConvTranspose2d(shape[0], p["out_channels"], p["kernel_size"], stride=p["stride"],
                                padding=p["padding"], output_padding=p["output_padding"], bias=p["bias"])
-    elif op in ("MaxPool2d", "AvgPool2d"):
-        m = getattr(nn, op)(p["kernel_size"], p["stride"] or p["kernel_size"], p["padding"], ceil_mode=p["ceil_mode"])
+    elif op == "MaxPool2d":
+        m = nn.MaxPool2d(p["kernel_size"], p["stride"] or p["kernel_size"], p["padding"], ceil_mode=p["ceil_mode"])
+    elif op == "AvgPool2d":
+        m = nn.AvgPool2d(p["kernel_size"], p["stride"] or p["kernel_size"], p["padding"], ceil_mode=p["ceil_mode"],
+                         count_include_pad=p["count_include_pad"])
     elif op in ("BatchNorm1d", "BatchNorm2d"):
         m = getattr(nn, op)(shape[0], eps=p["eps"], momentum=p["momentum"], affine=p["affine"])
     elif op == "LayerNorm":
@@ -132,6 +135,8 @@ def _functions(op: str, p: dict[str, Any]) -> Forward | None:
         return lambda xs: xs[0].mean(dim=1) if p["mode"] == "mean" else xs[0].amax(dim=1)
     if op == "Softmax":
         return lambda xs: F.softmax(xs[0], dim=_torch_dim(p["axis"]))
+    if op == "HardSigmoid":
+        return lambda xs: torch.clamp(xs[0] * p["alpha"] + p["beta"], 0.0, 1.0)
     if op == "Add":
         return lambda xs: torch.stack(xs).sum(dim=0)
     if op == "Concat":

@@ -23,12 +23,15 @@ from core.mapping.keras import (  # noqa: F401  (imported for their registration
     dense,
     dropout,
     embedding,
+    gates,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.mapping.keras._common import CL, keras_shape, layout_of
 from core.spec import PipelineSpec
@@ -61,7 +64,7 @@ MODULE_NAMES = frozenset({
     "KERAS_INPUT_SHAPE", "OUTPUT_SHAPE", "torch_uniform", "transpose", "oihw_to_hwio", "hwio_to_oihw", "oil_to_lio",
     "depthwise_kernel_from_torch2d", "depthwise_kernel_to_torch2d", "depthwise_kernel_from_torch1d",
     "depthwise_kernel_to_torch1d", "dense_kernel_from_channels_first", "dense_kernel_to_channels_first",
-    "channels_first_flat", "gru_gates", "rescale_border", "adaptive_avg_pool2d", "adaptive_pool_matrix",
+    "channels_first_flat", "gru_gates", "rescale_border", "adaptive_avg_pool2d", "adaptive_pool_matrix", "local_response_norm",
     "BatchNorm", "PositionalEmbedding", "SelfAttention", "TransformerEncoderBlock",
 })
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x", "training", "a", "v", "out", "model", "arrays"} | set(dir(builtins))

@@ -74,6 +74,11 @@ def _divisors(n: int, k: int, s: int, pad: int, out: int) -> list[int]:
     return [min(i * s - pad + k, n + pad) - (i * s - pad) for i in range(out)]
 
 
+def _inside(n: int, k: int, s: int, pad: int, out: int) -> list[int]:
+    """torch's avg_pool2d divisor per output row with count_include_pad=False: the input cells only."""
+    return [min(i * s - pad + k, n) - max(i * s - pad, 0) for i in range(out)]
+
+
 @register("AvgPool2d")
 def avg_pool2d(ctx: ConvertContext) -> MappedLayer:
     k, s, pad, outs = _window(ctx)
@@ -85,9 +90,11 @@ def avg_pool2d(ctx: ConvertContext) -> MappedLayer:
         widths = ((0, 0), (pad[0], pad[0] + extra[0]), (pad[1], pad[1] + extra[1]), (0, 0))
         x = call("ops.pad", x, literal(widths))
     forward = call(module(ctx), x)
-    rows, cols = (_divisors(n, k[i], s[i], pad[i], outs[i]) for i, n in enumerate(sizes))
+    divisors = _divisors if ctx.params["count_include_pad"] else _inside
+    rows, cols = (divisors(n, k[i], s[i], pad[i], outs[i]) for i, n in enumerate(sizes))
     if any(d != k[0] for d in rows) or any(d != k[1] for d in cols):
-        # border windows of ceil_mode cover fewer cells than k·k: rescale them as torch divides
+        # border windows (ceil_mode's, or all padded ones without count_include_pad) cover fewer cells
+        # than k·k: rescale them as torch divides
         row_scale = tuple(float(k[0] / d) for d in rows)
         col_scale = tuple(float(k[1] / d) for d in cols)
         forward = call("rescale_border", forward, literal(row_scale), literal(col_scale))

@@ -23,12 +23,15 @@ from core.mapping.paddle import (  # noqa: F401  (imported for their registratio
     dense,
     dropout,
     embedding,
+    gates,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis

@@ -32,8 +32,8 @@ def pool2d(ctx: ConvertContext) -> MappedLayer:
         kwargs["padding"] = pair_or_int(p["padding"])
     if p["ceil_mode"]:
         kwargs["ceil_mode"] = True
-    if ctx.node.op == "AvgPool2d" and (p["padding"] != (0, 0) or p["ceil_mode"]):
-        kwargs["exclusive"] = False  # padding counts as zeros, as in torch
+    if ctx.node.op == "AvgPool2d" and (p["padding"] != (0, 0) or p["ceil_mode"]) and p["count_include_pad"]:
+        kwargs["exclusive"] = False  # padding counts as zeros, as in torch (paddle's default excludes it)
     cls = "nn.MaxPool2D" if ctx.node.op == "MaxPool2d" else "nn.AvgPool2D"
     forward = call(module(ctx), ctx.in_names[0])
     if p["ceil_mode"]:

@@ -22,12 +22,15 @@ from core.mapping.torch import (  # noqa: F401  (imported for their registration
     dense,
     dropout,
     embedding,
+    gates,
     io,
+    local_norm,
     merge,
     norm,
     pool,
     recurrent,
     shape,
+    shuffle,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis

@@ -18,6 +18,8 @@ def pool2d(ctx: ConvertContext) -> MappedLayer:
         kwargs["padding"] = p["padding"]
     if p["ceil_mode"]:
         kwargs["ceil_mode"] = True
+    if not p.get("count_include_pad", True):
+        kwargs["count_include_pad"] = False
     return layer(ctx, call(module(ctx), ctx.in_names[0]), call(f"nn.{ctx.node.op}", **kwargs))
 
 

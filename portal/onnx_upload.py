@@ -1,0 +1,86 @@
+"""The editor's "Import ONNX": an uploaded ONNX model becomes the pipeline, starting from its weights.
+
+The upload is size-limited like a spec import (:data:`portal.limits.MAX_ONNX_UPLOAD_MB`, checked before
+it is read) and converted by :func:`core.onnx_import.import_onnx`. Its canonical weights are written
+under the user's first data root (``imported/<name>-<digest>.weights.npz``: a run may read only what
+lies under the user's roots) and named by the spec's ``training.init_weights``, so every framework's
+program starts from them. What cannot be imported is shown as the project's problems (each naming the
+ONNX op type, node and opset), the pipeline left as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import FlowTrainError, SpecError
+from portal import limits
+from portal.editor_state import Editor
+from settings import Settings
+from settings.access import data_roots, pin_source
+
+TOPIC = "document"  # replaces the notice of the last template or import (portal.editor_view.DOCUMENT_TOPIC)
+MAX_PROBLEMS_SHOWN = 25
+
+
+def _problems_text(err: SpecError) -> str:
+    lines = [f"- {str(p).replace('`', chr(39))}" for p in err.problems[:MAX_PROBLEMS_SHOWN]]
+    if len(err.problems) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"- … and {len(err.problems) - MAX_PROBLEMS_SHOWN} more")
+    return f"{len(err.problems)} problem(s):\n\n" + "\n".join(lines)
+
+
+def _save_weights(weights: dict[str, np.ndarray], root: Path, stem: str, digest: str) -> Path:
+    """``<root>/imported/<stem>-<digest>.weights.npz``, written atomically (a run may read it at once)."""
+    folder = root / "imported"
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80] or "model"
+    target = folder / f"{safe}-{digest[:12]}.weights.npz"
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **weights)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def import_onnx_upload(ed: Editor, name: str, size: int, read: Callable[[], bytes], settings: Settings,
+                       user: str) -> bool:
+    """Import an uploaded ONNX model into the editor, or leave a notice saying why not."""
+    from core.onnx_import import import_onnx  # onnx is imported when a model is uploaded, not with the page
+
+    if size > limits.MAX_ONNX_UPLOAD_BYTES:
+        ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; an ONNX upload may have at most "
+                           f"{limits.MAX_ONNX_UPLOAD_MB} MB (import larger models with `python -m flowtrain "
+                           "import-onnx`).", "toolbar", topic=TOPIC)
+        return False
+    stem = Path(name).stem
+    try:
+        roots = data_roots(user, settings)
+        if not roots:
+            raise FlowTrainError("no data roots are configured for you, so the weights have nowhere to go; "
+                                 "add [data] roots to the settings file")
+        raw = read()
+        result = import_onnx(raw, name=stem)
+        weights = _save_weights(result.weights, roots[0], stem, hashlib.sha256(raw).hexdigest())
+        training = result.spec.training.model_copy(update={"init_weights": str(weights)})
+        spec = pin_source(result.spec.model_copy(update={"training": training}), user, settings)
+    except SpecError as err:
+        ed.notice("error", f"Could not import {name}: {_problems_text(err)}", "toolbar", topic=TOPIC)
+        return False
+    except FlowTrainError as err:
+        ed.notice("error", f"Could not import {name}: {err}", "toolbar", topic=TOPIC)
+        return False
+    ed.load_spec(spec)
+    notes = "".join(f" Note: {n}." for n in result.notes)
+    ed.notice("success", f"Imported {name}: {len(spec.model.nodes)} nodes, starting from its weights "
+                         f"({weights}).{notes}", "toolbar", topic=TOPIC)
+    return True

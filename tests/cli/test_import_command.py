@@ -1,0 +1,63 @@
+"""``python -m flowtrain import-onnx``, run as a user runs it: a published model becomes a spec plus its
+weights next to it; a model that cannot be imported is refused with every problem, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from core.load import load_spec
+from core.onnx_import import import_onnx
+from core.validate import validate
+from core.weights import canonical_shapes
+from tests.onnx_models import published, with_random_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def flowtrain(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
+    env.update(FLOWTRAIN_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_import_writes_the_spec_and_its_weights_next_to_it(tmp_path: Path) -> None:
+    model = with_random_weights(onnx.load(published("squeezenet")))
+    onnx.save(model, str(tmp_path / "squeezenet.onnx"))
+    proc = flowtrain(tmp_path, "import-onnx", "squeezenet.onnx", "--out", "specs/sq.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Softmax" in proc.stdout  # the note on the dropped softmax
+    spec = load_spec(tmp_path / "specs" / "sq.json")
+    assert spec.name == "squeezenet" and spec.training.init_weights == "sq.weights.npz"
+    with np.load(tmp_path / "specs" / "sq.weights.npz") as arrays:
+        saved = dict(arrays)
+    assert {k: v.shape for k, v in saved.items()} == canonical_shapes(validate(spec))
+    expected = import_onnx(model).weights
+    assert all(np.array_equal(saved[k], expected[k]) for k in expected)
+    generated = flowtrain(tmp_path, "generate", "specs/sq.json", "--framework", "torch", "--out", "prog")
+    assert generated.returncode == 0, generated.stderr
+    train = (tmp_path / "prog" / "train.py").read_text(encoding="utf-8")
+    assert repr(str((tmp_path / "specs" / "sq.weights.npz").resolve())) in train  # found wherever it runs
+
+
+def test_an_unsupported_model_is_refused_with_its_problems(tmp_path: Path) -> None:
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Erf", ["x"], ["y"], name="gate")], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(tmp_path / "erf.onnx"))
+    proc = flowtrain(tmp_path, "import-onnx", "erf.onnx")
+    assert proc.returncode == 2
+    assert "onnx.nodes[gate]: Erf (opset 13)" in proc.stderr and "Gemm" in proc.stderr
+    assert not (tmp_path / "erf.json").exists()
+    missing = flowtrain(tmp_path, "import-onnx", "nothing.onnx")
+    assert missing.returncode == 2 and "no such ONNX file" in missing.stderr

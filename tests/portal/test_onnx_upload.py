@@ -1,0 +1,66 @@
+"""The editor's Import ONNX button (AppTest on the real app.py): a published model becomes the pipeline,
+its weights saved under the user's data root and named by training.init_weights; a model that cannot
+be imported shows its problems and leaves the pipeline alone; an oversize upload is refused unread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from core.onnx_import import import_onnx
+from portal import limits
+from portal.editor_state import Editor
+from portal.onnx_upload import import_onnx_upload
+from portal.users import default_local_user
+from settings import load_settings
+from tests.onnx_models import published, with_random_weights
+from tests.portal.conftest import assert_no_exception, editor
+
+
+def test_import_onnx_loads_the_model_and_starts_from_its_weights(app, portal_env: Path) -> None:
+    at = app()
+    model = with_random_weights(onnx.load(published("squeezenet")))
+    raw = model.SerializeToString()
+    at.file_uploader(key=f"toolbar.onnx.{editor(at).imports}").set_value(("squeezenet.onnx", raw,
+                                                                          "application/octet-stream"))
+    at.run()
+    assert_no_exception(at)
+    ed = editor(at)
+    spec = ed.valid_spec()
+    assert spec.name == "squeezenet" and len(spec.model.nodes) == len(import_onnx(model).spec.model.nodes)
+    weights = Path(spec.training.init_weights or "")
+    assert weights.parent == (portal_env / "data" / "imported").resolve() and weights.is_file()
+    with np.load(weights) as saved:
+        assert sorted(saved.files) == sorted(import_onnx(model).weights)
+    assert any("Imported squeezenet.onnx" in s.value for s in at.success)
+
+
+def test_a_model_that_cannot_be_imported_shows_its_problems_and_keeps_the_pipeline(app) -> None:
+    at = app()
+    ed = editor(at)
+    before = [n["id"] for n in ed.nodes]
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="gate")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    raw = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    at.file_uploader(key=f"toolbar.onnx.{ed.imports}").set_value(("erf.onnx", raw, "application/octet-stream"))
+    at.run()
+    assert_no_exception(at)
+    [error] = [e.value for e in at.error if "Could not import erf.onnx" in e.value]
+    assert "onnx.nodes[gate]: Erf (opset 13)" in error and "LRN" in error  # the supported ops are listed
+    assert [n["id"] for n in editor(at).nodes] == before
+
+
+def test_an_oversize_upload_is_refused_before_it_is_read(portal_env: Path) -> None:
+    ed = Editor()
+
+    def never_read() -> bytes:
+        raise AssertionError("an oversize upload must be refused before it is read")
+
+    size = limits.MAX_ONNX_UPLOAD_BYTES + 1
+    assert not import_onnx_upload(ed, "vgg.onnx", size, never_read, load_settings(), default_local_user())
+    [notice] = ed.notices_in("toolbar")
+    assert notice.level == "error" and f"at most {limits.MAX_ONNX_UPLOAD_MB} MB" in notice.text
