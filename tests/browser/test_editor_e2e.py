@@ -87,20 +87,20 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     mark_canvas(page, "before-the-edit")
     page.frame_locator(CANVAS).locator(".react-flow__controls-zoomin").click()
     zoomed = wait_canvas(page, f"Math.abs(v.zoom - {view['zoom']} * 1.2) < 1e-3", "the zoom-in (×1.2) to end")
-    use = page.evaluate("""(sel) => {
+    conv = page.evaluate("""(sel) => {
       const doc = document.querySelector(sel).contentDocument;
       const pane = doc.querySelector('.react-flow').getBoundingClientRect();
       for (const n of doc.querySelectorAll('.react-flow__node')) {
         const r = n.getBoundingClientRect();
-        if (n.innerText.startsWith('▣ basic_block') && r.top > pane.top && r.bottom < pane.bottom
+        if (n.innerText.startsWith('Conv2d') && r.top > pane.top && r.bottom < pane.bottom
             && r.left > pane.left && r.right < pane.right) return n.getAttribute('data-id');
       }
       return null;
     }""", CANVAS)
-    assert use, "a use of the basic_block in view"
-    click_node(page, use)
-    set_number(page, "channels", 48)  # the block use's parameter, in its side form
-    wait_node(page, use, "channels=48")
+    assert conv, "a Conv2d node in view"
+    click_node(page, conv)
+    set_number(page, "out_channels", 48)
+    wait_node(page, conv, "out_channels=48")
     after = canvas_view(page)
     assert after["mark"] == "before-the-edit", "the canvas was remounted by an edit"
     assert after["transform"] == zoomed["transform"], (zoomed, after)
@@ -112,7 +112,8 @@ def test_an_import_error_stays_until_dismissed_and_a_label_is_text(portal, brows
     context, page = _page(browser)
     page.goto(portal.url)
     wait_node(page, "input", timeout=90_000)
-    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader = (page.locator('[data-testid="stFileUploader"]').filter(has_text="Import a spec (JSON)")
+                .locator('input[type="file"]'))
     act(page, lambda: uploader.set_input_files(files=[{"name": "broken.json", "mimeType": "application/json",
                                                         "buffer": b'{"model": '}]))
     message = re.compile(r"^Could not import broken\.json")
