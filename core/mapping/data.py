@@ -103,6 +103,8 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_test_split": float(data.test_split),
         "data_shuffle": bool(data.shuffle),
         "data_num_workers": int(data.num_workers),
+        "data_loading": data.loading,
+        "data_statistics": any(_computed(step) for step in steps),
         "data_target": data.target,
         "data_steps": steps,
         "data_ops": sorted(ops),
@@ -112,6 +114,12 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_label_encode": any(isinstance(p, LabelEncode) for p in data.preprocessing),
         "data_augmentation": augmentation_plan(spec),
     }
+
+
+def _computed(step: dict[str, Any]) -> bool:
+    """Whether the step takes statistics from the training data (streamed sources: from a sample)."""
+    return (step["op"] in ("standardize", "tokenize") or (step["op"] == "scale" and step["max_value"] is None)
+            or (step["op"] == "normalize" and step["mean"] is None))
 
 
 def _kind(fmt: str, info: datasets.BuiltinDataset | None) -> str:
