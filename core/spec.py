@@ -128,7 +128,7 @@ Augmentation = Annotated[
     Field(discriminator="op"),
 ]
 
-DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "image_folder"]
+DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "npy", "image_folder", "webdataset"]
 Task = Literal["classification", "regression"]
 Loading = Literal["auto", "memory", "stream"]
 
