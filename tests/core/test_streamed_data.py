@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.data.fixtures import load_data_module, spec_with_data, write_images
+from tests.data.fixtures import load_data_module, spec_with_data, write_images, write_shards
 
 pytestmark = pytest.mark.streaming
 
@@ -22,27 +22,6 @@ def both(spec_data: dict, tmp_path: Path) -> tuple[dict, dict]:
     memory = load_data_module(spec_with_data({**spec_data, "loading": "memory"}), tmp_path / "memory")
     stream = load_data_module(spec_with_data({**spec_data, "loading": "stream"}), tmp_path / "stream")
     return memory.load_splits(str(tmp_path)), stream.load_splits(str(tmp_path))
-
-
-def write_shards(folder: Path, labels: list[int], per_shard: int, size: int = 6) -> list[np.ndarray]:
-    """WebDataset shards shard-000000.tar, ... of PNGs (lossless) with KEY.png and KEY.cls; the pixels."""
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(1)
-    pixels = []
-    for start in range(0, len(labels), per_shard):
-        with tarfile.open(folder / f"shard-{start // per_shard:06d}.tar", "w") as tar:
-            for i in range(start, min(start + per_shard, len(labels))):
-                image = rng.integers(0, 256, (size, size, 3), np.uint8)
-                pixels.append(image)
-                buffer = io.BytesIO()
-                Image.fromarray(image).save(buffer, "PNG")
-                for name, data in ((f"{i:06d}.png", buffer.getvalue()), (f"{i:06d}.cls", str(labels[i]).encode())):
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-    return pixels
 
 
 def test_streamed_image_folder_batches_equal_the_in_memory_ones(tmp_path: Path) -> None:

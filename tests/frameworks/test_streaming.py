@@ -20,6 +20,7 @@ import pytest
 
 from core import zoo
 from core.spec import PipelineSpec
+from tests.data.fixtures import write_shards
 from tests.frameworks.streaming import (
     ENV,
     FRAMEWORKS,
@@ -189,3 +190,31 @@ def test_two_ranks_take_disjoint_shares_that_cover_each_epoch(framework: str, sm
         assert [line["epoch"] for line in lines] == [0, 1] and all(line["samples"] == 40 for line in lines)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["world_size"] == 2 and rows[-1]["status"] == "completed"
+
+
+# --------------------------------------------------------------------------- memory-mapped arrays and tar shards
+
+
+def array_and_shard_sources(root: Path) -> dict[str, dict[str, object]]:
+    """A .npy array (channels last) with y.npy, and WebDataset shards: 48 images of 3 × 16 × 16 each."""
+    rng = np.random.default_rng(0)
+    labels = [i % 4 for i in range(48)]
+    np.save(root / "x.npy", rng.integers(0, 256, (48, 16, 16, 3), np.uint8))
+    np.save(root / "y.npy", np.asarray(labels))
+    write_shards(root / "shards", labels, per_shard=16, size=16)
+    return {"npy": {"source": str(root / "x.npy")}, "webdataset": {"source": str(root / "shards"),
+                                                                   "format": "webdataset"}}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_npy_and_webdataset_sources_train_streamed(framework: str, tmp_path: Path) -> None:
+    for fmt, data in array_and_shard_sources(tmp_path).items():
+        spec = small_cnn(tmp_path, 4, 16, framework, data={**data, "batch_size": 8, "validation_split": 0.25,
+                                                           "preprocessing": [{"op": "scale"}, {"op": "normalize"}]},
+                         training={"epochs": 2})
+        folder = write_program(spec, framework, tmp_path / fmt)
+        result = run(folder, "--out", "out")
+        assert result.returncode == 0, f"{fmt}: {result.stderr[-3000:]}"
+        assert "train: 36 samples" in result.stdout and "streamed" in result.stdout, result.stdout
+        summary = json.loads((folder / "out" / "result.json").read_text())
+        assert summary["status"] == "completed" and summary["steps"] == 2 * 5 and "val_accuracy" in summary
