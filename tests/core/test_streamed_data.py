@@ -105,3 +105,36 @@ def test_webdataset_sample_without_a_class_is_named(tmp_path: Path) -> None:
     module = load_data_module(spec_with_data(data), tmp_path / "program")
     with pytest.raises(module.DataError, match=r"shard-000000\.tar: sample 'orphan' has no \.cls member"):
         module.load_splits(str(tmp_path))
+
+
+def test_parquet_streams_by_row_group_and_matches_the_in_memory_load(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    table = pa.table({"a": rng.normal(size=50), "b": rng.integers(0, 9, 50), "name": [f"n{i}" for i in range(50)],
+                      "label": [["x", "y", "z"][i % 3] for i in range(50)]})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=8)
+    data = {"source": "t.parquet", "num_classes": 3, "input_shape": [2], "validation_split": 0.2,
+            "preprocessing": [{"op": "standardize"}]}
+    memory, stream = both(data, tmp_path)
+    train = stream["train"].x
+    assert type(train).__name__ == "ParquetRows" and len(train.starts) == 7
+    np.testing.assert_array_equal(stream["train"].y, memory["train"].y)
+    rows = np.arange(len(train))[::-1]
+    # standardize's statistics come from a sample: here the whole (small) training split
+    np.testing.assert_allclose(train[rows], memory["train"].x[rows], rtol=1e-4, atol=1e-5)
+    assert len(train.groups) <= train.GROUPS_KEPT
+
+
+def test_parquet_bad_value_is_named_with_its_row_when_its_batch_is_read(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1.0, 2.0, float("nan"), 4.0] * 5, "label": [0, 1] * 10}), tmp_path / "t.parquet",
+                   row_group_size=4)
+    data = {"source": "t.parquet", "num_classes": 2, "input_shape": [1], "loading": "stream",
+            "validation_split": 0.0}
+    module = load_data_module(spec_with_data(data), tmp_path / "program")
+    with pytest.raises(module.DataError, match=r"t\.parquet row 3, column 'a': not a finite number"):
+        module.load_splits(str(tmp_path))["train"].x[np.arange(20)]

@@ -20,7 +20,7 @@ import pytest
 
 from core import zoo
 from core.spec import PipelineSpec
-from tests.data.fixtures import write_shards
+from tests.data.fixtures import spec_with_data, write_shards
 from tests.frameworks.streaming import (
     ENV,
     FRAMEWORKS,
@@ -202,7 +202,7 @@ def array_and_shard_sources(root: Path) -> dict[str, dict[str, object]]:
     np.save(root / "x.npy", rng.integers(0, 256, (48, 16, 16, 3), np.uint8))
     np.save(root / "y.npy", np.asarray(labels))
     write_shards(root / "shards", labels, per_shard=16, size=16)
-    return {"npy": {"source": str(root / "x.npy")}, "webdataset": {"source": str(root / "shards"),
+    return {"npy": {"source": str(root / "x.npy"), "format": "npy"}, "webdataset": {"source": str(root / "shards"),
                                                                    "format": "webdataset"}}
 
 
@@ -218,3 +218,24 @@ def test_npy_and_webdataset_sources_train_streamed(framework: str, tmp_path: Pat
         assert "train: 36 samples" in result.stdout and "streamed" in result.stdout, result.stdout
         summary = json.loads((folder / "out" / "result.json").read_text())
         assert summary["status"] == "completed" and summary["steps"] == 2 * 5 and "val_accuracy" in summary
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_parquet_streams_by_row_group(framework: str, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(64) % 2
+    pq.write_table(pa.table({"a": rng.normal(size=64) + labels, "b": rng.normal(size=64), "label": labels}),
+                   tmp_path / "t.parquet", row_group_size=10)
+    doc = spec_with_data({"source": str(tmp_path / "t.parquet"), "num_classes": 2, "input_shape": [2],
+                          "batch_size": 8, "validation_split": 0.25, "loading": "stream", "num_workers": 1,
+                          "preprocessing": [{"op": "standardize"}]}).model_dump(mode="json")
+    doc["training"].update(framework=framework, epochs=2, checkpoint={"every_epoch": False, "every_steps": None})
+    folder = write_program(PipelineSpec.model_validate(doc), framework, tmp_path / "program")
+    result = run(folder, "--out", "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "train: 48 samples" in result.stdout and "streamed" in result.stdout, result.stdout
+    summary = json.loads((folder / "out" / "result.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 2 * 6

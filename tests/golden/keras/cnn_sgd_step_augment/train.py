@@ -634,7 +634,8 @@ class Trainer:
         return (StopFlag.signum or signal.SIGTERM) if self.stop_agreed else None
 
     def learning_rate(self) -> float:
-        return float(self.optimizer.learning_rate)
+        # through a tensor: with several workers the variable's value is a MirroredVariable, which float() refuses
+        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
 
     def eval_batch(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         output = tf.cast(self.model(x, training=False), tf.float32)
