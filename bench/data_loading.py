@@ -2,7 +2,7 @@
 torch pipeline on the same folder, with the same workers, transforms and batch size.
 
     .venv/bin/python bench/data_loading.py [--images 2000] [--side 256] [--input 224] [--batch 32]
-                                           [--workers 2] [--batches 40]
+                                           [--workers 2] [--batches 40] [--repeat 3]
 
 Writes ``--images`` random side × side JPEGs into 10 class folders (a temporary folder), generates
 the torch, keras and paddle programs of one pipeline that streams it (``data.loading = "stream"``:
@@ -13,8 +13,9 @@ two warm-up batches. The reference is what one writes by hand with torchvision's
 Dataset whose ``__getitem__`` opens one file with PIL, converts to RGB, resizes (bilinear) and
 normalises, batched by a shuffling ``torch.utils.data.DataLoader`` with the same workers and the
 default collate (torchvision itself is not in the project's environment; its ImageFolder does the
-same PIL calls). Ratio = loader / reference; the page cache is warm for all of them (one read of the
-folder first).
+same PIL calls). The loaders take turns ``--repeat`` times (A B C D A B C D …); the table shows each
+one's median samples/s and ratio = median / the reference's median. The page cache is warm for all of
+them (one read of the folder first).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ from core.codegen import generate  # noqa: E402
 from core.spec import PipelineSpec  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+REFERENCE_NAME = "reference (hand-written ImageFolder + DataLoader)"
 
 PROGRAM_DRIVER = r"""
 import json, sys, time
@@ -152,24 +155,28 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3, help="turns each loader takes (the median is shown)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "images"
         write_folder(root, args.images, args.side)
         for path in root.rglob("*.jpg"):
             path.read_bytes()  # warm the page cache for every loader alike
-        rates: dict[str, float] = {}
         config = [str(root), args.input, args.batch, args.workers, args.batches, MEAN, STD]
-        rates["reference (hand-written ImageFolder + DataLoader)"] = measure(
-            [sys.executable, "-c", REFERENCE, json.dumps(config)], Path(tmp))
+        loaders = {REFERENCE_NAME: ([sys.executable, "-c", REFERENCE, json.dumps(config)], Path(tmp))}
         for framework in ("torch", "keras", "paddle"):
             folder = Path(tmp) / framework
             generate(spec(root, framework, args), framework).write(folder)
             driver = PROGRAM_DRIVER.replace("sys.argv_bench", repr([framework, args.batches, args.workers]))
-            rates[f"generated {framework} program"] = measure([sys.executable, "-c", driver], folder)
-    reference = rates["reference (hand-written ImageFolder + DataLoader)"]
+            loaders[f"generated {framework} program"] = ([sys.executable, "-c", driver], folder)
+        turns: dict[str, list[float]] = {name: [] for name in loaders}
+        for _ in range(args.repeat):
+            for name, (command, cwd) in loaders.items():
+                turns[name].append(measure(command, cwd))
+    rates = {name: statistics.median(values) for name, values in turns.items()}
+    reference = rates[REFERENCE_NAME]
     print(f"{args.images} JPEGs {args.side}x{args.side} -> {args.input}x{args.input}, batch {args.batch}, "
-          f"{args.workers} workers, {args.batches} batches, {os.cpu_count()} CPUs")
+          f"{args.workers} workers, {args.batches} batches, median of {args.repeat}, {os.cpu_count()} CPUs")
     print(f"| {'loader':<52} | {'samples/s':>9} | {'ratio':>5} |")
     print(f"|{'-' * 54}|{'-' * 10}:|{'-' * 6}:|")
     for name, rate in rates.items():
