@@ -239,3 +239,34 @@ def test_parquet_streams_by_row_group(framework: str, tmp_path: Path) -> None:
     assert "train: 48 samples" in result.stdout and "streamed" in result.stdout, result.stdout
     summary = json.loads((folder / "out" / "result.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 2 * 6
+
+
+# --------------------------------------------------------------------------- resuming in the middle of an epoch
+
+
+def train_losses(out: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in rows if r["event"] == "train"}
+
+
+@pytest.mark.resume
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_streamed_run_resumed_mid_epoch_continues_at_the_right_sample(framework: str, small_folder: Path,
+                                                                         tmp_path: Path) -> None:
+    """Epochs of 10 steps with a checkpoint every 3: a run stopped after step 7 resumes from step 6 and
+    logs the same losses from there on as a run that was never stopped (same samples, same order)."""
+    spec = small_cnn(small_folder, 10, 32, framework, data={"batch_size": 8, "augmentation": []},
+                     training={"epochs": 2, "checkpoint": {"every_steps": 3, "every_epoch": True}})
+    whole = write_program(spec, framework, tmp_path / "whole")
+    assert run(whole, "--out", "out").returncode == 0
+    parts = write_program(spec, framework, tmp_path / "parts")
+    first = run(parts, "--out", "out", "--max-steps", "7")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run(parts, "--out", "out")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout and "(step 6, epoch 1)" in second.stdout, second.stdout
+    expected, resumed = train_losses(whole / "out"), train_losses(parts / "out")
+    after = [step for step in expected if step > 6]
+    assert after == [8, 10, 12, 14, 16, 18, 20]
+    for step in after:
+        assert resumed[step] == pytest.approx(expected[step], rel=1e-4, abs=1e-6), step
