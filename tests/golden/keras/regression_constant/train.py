@@ -458,6 +458,11 @@ class Trainer:
         self.iterator = iter(self.strategy.distribute_datasets_from_function(pipeline))
         return order[:self.plan.steps_per_epoch * self.local_replicas * BATCH_SIZE]
 
+    def close(self) -> None:
+        """Drop the epoch's input iterator while Python is still running: one left unfinished (a stop or
+        --max-steps in the middle of an epoch) with streamed batches in flight hangs if it is collected at exit."""
+        self.iterator = None
+
     def replica_gradients(self, x: tf.Tensor, y: tf.Tensor):
         with tf.GradientTape() as tape:
             output = tf.cast(self.model(x, training=True), tf.float32)
@@ -778,7 +783,9 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(trainer, report, out, plan)
     run.start(resume=args.resume == "auto")
     code = run.train()
-    return run.finish() if code is None else code
+    code = run.finish() if code is None else code
+    trainer.close()
+    return code
 
 
 if __name__ == "__main__":
