@@ -128,8 +128,9 @@ Augmentation = Annotated[
     Field(discriminator="op"),
 ]
 
-DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "image_folder"]
+DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "npy", "image_folder", "webdataset"]
 Task = Literal["classification", "regression"]
+Loading = Literal["auto", "memory", "stream"]
 
 
 class DataSpec(Strict):
@@ -156,6 +157,12 @@ class DataSpec(Strict):
     test_split: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
     shuffle: bool = True
     num_workers: Annotated[int, Field(ge=0, le=256)] = 2
+    loading: Loading = Field(
+        "auto",
+        description="'memory': decode the whole source before the first step; 'stream': keep only the file "
+        "list in memory and decode each batch in the loader's workers; 'auto': stream sources whose decoded "
+        "samples would take more than 1 GiB.",
+    )
     preprocessing: list[Preprocessing] = Field(default_factory=list)
     augmentation: list[Augmentation] = Field(default_factory=list)
 

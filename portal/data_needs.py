@@ -51,6 +51,10 @@ def wanted(data: Mapping[str, Any]) -> str:
         return out
     if fmt == "npz":
         return f"an .npz file with the samples and the '{target}' array"
+    if fmt == "npy":
+        return f"an .npy array of the samples with y.npy (or {target}.npy) beside it"
+    if fmt == "webdataset":
+        return "a folder of WebDataset tar shards (shard-000000.tar, … holding KEY.jpg and KEY.cls)"
     return f"a CSV, Parquet or .npz file with the label '{target}', or a folder with one sub-folder of images per class"
 
 

@@ -14,7 +14,9 @@ symbolic link that resolves outside every root is refused. Errors are
 from __future__ import annotations
 
 import csv
+import io
 import math
+import tarfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +28,9 @@ import numpy as np
 from core import datasets
 from core.errors import FlowTrainError
 
-SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz", ".npy": "npy",
+                  ".tar": "webdataset"}
+LABEL_SAMPLE = 100_000  # labels read to count the classes of a memory-mapped array
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 MAX_CLASSES = 10_000  # more distinct target values than this: not class labels
 CHANNELS_BY_MODE = {"1": 1, "L": 1, "I": 1, "F": 1, "I;16": 1, "LA": 2, "P": 3, "RGB": 3, "YCbCr": 3,
@@ -41,7 +45,7 @@ class ProbeError(FlowTrainError):
 
 @dataclass(frozen=True)
 class ProbeResult:
-    format: str  # builtin | csv | parquet | npz | image_folder
+    format: str  # builtin | csv | parquet | npz | npy | image_folder | webdataset
     size: int  # samples (rows, array length, images)
     sample_shape: tuple[int, ...] | None  # one raw sample: (features,) or (C, H, W); None if unknown
     num_classes: int | None  # distinct target values when they look like class labels
@@ -66,6 +70,8 @@ def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") 
         raise ProbeError(f"unknown built-in dataset {source!r}; choose one of {', '.join(datasets.BUILTIN)}")
     path = resolve_source(source, data_roots)
     if path.is_dir():
+        if any(p.suffix == ".tar" for p in path.iterdir()):
+            return _probe_shards(path)
         return _probe_image_folder(path)
     fmt = SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -76,8 +82,12 @@ def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") 
             return _probe_csv(path, target)
         if fmt == "parquet":
             return _probe_parquet(path, target)
+        if fmt == "npy":
+            return _probe_npy(path, target)
+        if fmt == "webdataset":
+            return _probe_shards(path)
         return _probe_npz(path, target)
-    except (OSError, ValueError, zipfile.BadZipFile, csv.Error) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, csv.Error, tarfile.TarError) as exc:
         raise ProbeError(f"{source!r}: cannot read it as {fmt} ({exc})") from exc
 
 
@@ -213,6 +223,51 @@ def _probe_npz(path: Path, target: str) -> ProbeResult:
     if classes:
         detail += f", {classes} classes"
     return ProbeResult("npz", size, sample or None, classes, list(shapes), detail)
+
+
+def _probe_npy(path: Path, target: str) -> ProbeResult:
+    """Shape from the array's header (memory-mapped, nothing read); classes from the first LABEL_SAMPLE labels."""
+    x = np.load(path, mmap_mode="r", allow_pickle=False)
+    labels = next((p for p in (path.with_name(f"{target}.npy"), path.with_name("y.npy")) if p.exists() and p != path),
+                  None)
+    if labels is None:
+        raise ProbeError(f"{path}: no labels beside it; save them as {path.with_name('y.npy')} (or {target}.npy)")
+    y = np.load(labels, mmap_mode="r", allow_pickle=False)
+    sample = tuple(int(d) for d in x.shape[1:])
+    if len(sample) == 2:
+        sample = (1, *sample)  # (N, H, W) grey images
+    elif len(sample) == 3 and sample[-1] in (1, 3, 4) and sample[0] not in (1, 3, 4):
+        sample = (sample[2], sample[0], sample[1])  # channels last
+    classes = None
+    if y.ndim == 1 and y.dtype.kind in "iub":
+        classes = _classes({str(v) for v in np.unique(np.asarray(y[:LABEL_SAMPLE]))[:MAX_CLASSES + 1]})
+    detail = f"format npy (memory-mapped), {len(x):,} samples of {_shape(x.shape[1:])} {x.dtype}, labels {labels.name}"
+    if classes:
+        detail += f", {classes} classes in the first {min(len(y), LABEL_SAMPLE):,} labels"
+    return ProbeResult("npy", len(x), sample or None, classes, [path.name, labels.name], detail)
+
+
+def _probe_shards(path: Path) -> ProbeResult:
+    """WebDataset shards: samples counted from the tar headers; the first image's header gives the shape."""
+    shards = sorted(p for p in path.iterdir() if p.suffix == ".tar") if path.is_dir() else [path]
+    count = 0
+    first: bytes | None = None
+    for shard in shards:
+        with tarfile.open(shard, mode="r:") as tar:
+            for member in tar:
+                if member.isfile() and member.name.partition(".")[2].lower() in ("jpg", "jpeg", "png"):
+                    count += 1
+                    if first is None:
+                        first = tar.extractfile(member).read()
+    if first is None:
+        raise ProbeError(f"{path}: no KEY.jpg or KEY.png members in its tar shards")
+    from PIL import Image
+
+    with Image.open(io.BytesIO(first)) as image:  # reads the header only
+        width, height = image.size
+        channels = CHANNELS_BY_MODE.get(image.mode, 3)
+    detail = f"format webdataset, {count:,} samples in {len(shards)} shard(s), first image {width}x{height}"
+    return ProbeResult("webdataset", count, (channels, height, width), None, [s.name for s in shards], detail)
 
 
 def _probe_image_folder(path: Path) -> ProbeResult:

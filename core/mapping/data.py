@@ -29,12 +29,13 @@ from core.validate import Analysis
 
 # File name endings → format, for ``data.format == "auto"`` (decided at generation time,
 # so the generated program never guesses).
-SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz", ".npy": "npy",
+                  ".tar": "webdataset"}
 TABLE_FORMATS = ("csv", "parquet")
 
 
 def resolve_format(source: str, declared: str = "auto") -> str:
-    """The concrete format of ``source``: builtin, csv, parquet, npz or image_folder.
+    """The concrete format of ``source``: builtin, csv, parquet, npz, npy, image_folder or webdataset.
 
     A path without a file-name suffix is taken to be an image folder. Raises
     :class:`SpecError` when the suffix is unknown and no format was declared.
@@ -50,8 +51,8 @@ def resolve_format(source: str, declared: str = "auto") -> str:
         return "image_folder"
     raise SpecError([Problem(
         "data.format", "cannot tell the data format from the file name", received=repr(source),
-        expected="a name ending in .csv, .parquet, .npz, a folder of class sub-folders, or sklearn:NAME",
-        fix="set data.format to csv, parquet, npz or image_folder")])
+        expected="a name ending in .csv, .parquet, .npz, .npy, .tar, a folder of class sub-folders, or sklearn:NAME",
+        fix="set data.format to csv, parquet, npz, npy, image_folder or webdataset (a folder of .tar shards)")])
 
 
 def augmentation_plan(spec: PipelineSpec) -> list[dict[str, Any]]:
@@ -103,6 +104,8 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_test_split": float(data.test_split),
         "data_shuffle": bool(data.shuffle),
         "data_num_workers": int(data.num_workers),
+        "data_loading": data.loading,
+        "data_statistics": any(_computed(step) for step in steps),
         "data_target": data.target,
         "data_steps": steps,
         "data_ops": sorted(ops),
@@ -114,10 +117,16 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
     }
 
 
+def _computed(step: dict[str, Any]) -> bool:
+    """Whether the step takes statistics from the training data (streamed sources: from a sample)."""
+    return (step["op"] in ("standardize", "tokenize") or (step["op"] == "scale" and step["max_value"] is None)
+            or (step["op"] == "normalize" and step["mean"] is None))
+
+
 def _kind(fmt: str, info: datasets.BuiltinDataset | None) -> str:
     if fmt == "builtin":
         return info.kind if info is not None else "tabular"
-    if fmt == "image_folder":
+    if fmt in ("image_folder", "webdataset"):
         return "image"
     if fmt in TABLE_FORMATS:
         return "tabular"

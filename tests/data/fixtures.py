@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import itertools
 import sys
+import tarfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -109,3 +111,24 @@ def write_parquet(path: Path, columns: dict[str, list[Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(columns), path)
     return path
+
+
+def write_shards(folder: Path, labels: list[int], per_shard: int, size: int = 6) -> list[np.ndarray]:
+    """WebDataset shards shard-000000.tar, ... of PNGs (lossless) with KEY.png and KEY.cls; the pixels."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    pixels = []
+    for start in range(0, len(labels), per_shard):
+        with tarfile.open(folder / f"shard-{start // per_shard:06d}.tar", "w") as tar:
+            for i in range(start, min(start + per_shard, len(labels))):
+                image = rng.integers(0, 256, (size, size, 3), np.uint8)
+                pixels.append(image)
+                buffer = io.BytesIO()
+                Image.fromarray(image).save(buffer, "PNG")
+                for name, data in ((f"{i:06d}.png", buffer.getvalue()), (f"{i:06d}.cls", str(labels[i]).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    return pixels

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from portal.dataprobe import ProbeError, probe, resolve_source
-from tests.data.fixtures import tabular_rows, truncate, write_csv, write_images, write_parquet
+from tests.data.fixtures import tabular_rows, truncate, write_csv, write_images, write_parquet, write_shards
 
 
 def test_builtin() -> None:
@@ -73,6 +73,27 @@ def test_npz_reads_shapes_from_headers(tmp_path: Path) -> None:
     truncate(tmp_path / "d.npz", 0.3)
     with pytest.raises(ProbeError, match="cannot read it as npz"):
         probe("d.npz", [tmp_path])
+
+
+def test_npy_is_read_through_a_memory_map_and_its_labels_beside_it(tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((60, 16, 16, 3), np.uint8))
+    np.save(tmp_path / "y.npy", np.arange(60) % 6)
+    result = probe("x.npy", [tmp_path])
+    assert (result.format, result.size, result.sample_shape, result.num_classes) == ("npy", 60, (3, 16, 16), 6)
+    assert "memory-mapped" in result.detail and "labels y.npy" in result.detail
+    np.save(tmp_path / "alone.npy", np.zeros((3, 2)))
+    (tmp_path / "y.npy").unlink()
+    with pytest.raises(ProbeError, match=r"no labels beside it; save them as .*y\.npy"):
+        probe("alone.npy", [tmp_path])
+
+
+def test_webdataset_shards_are_counted_from_their_headers(tmp_path: Path) -> None:
+    write_shards(tmp_path / "shards", [i % 3 for i in range(10)], per_shard=4, size=9)
+    result = probe("shards", [tmp_path])
+    assert (result.format, result.size, result.sample_shape) == ("webdataset", 10, (3, 9, 9))
+    assert result.columns == ["shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]
+    assert "3 shard(s)" in result.detail
+    assert probe("shards/shard-000002.tar", [tmp_path]).size == 2
 
 
 def test_image_folder(tmp_path: Path) -> None:

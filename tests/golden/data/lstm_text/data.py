@@ -67,7 +67,7 @@ def load_splits() -> dict[str, Split]:
         raise DataError(f"{SOURCE}: {len(x)} samples but {len(labels)} labels; every sample needs one label")
     y = _targets(labels, where)
     splits = split_indices(len(y))
-    x = _preprocess(x, splits["train"])
+    x = _preprocess(x, splits["train"], {})
     _check_shape(x)
     return {name: Split(x[rows], y[rows]) for name, rows in splits.items()}
 
@@ -99,6 +99,8 @@ def describe(splits: dict[str, Split]) -> str:
     for name, split in splits.items():
         line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
                 f"y {tuple(split.y.shape)} {split.y.dtype}")
+        if not isinstance(split.x, np.ndarray):
+            line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
             counts = np.bincount(split.y, minlength=NUM_CLASSES or 0)
             if len(counts) <= 20:
@@ -276,9 +278,11 @@ def _shorten(values: list, limit: int = 5) -> str:
 # --------------------------------------------------------------------------- preprocessing
 
 
-def _preprocess(x: object, train: np.ndarray) -> np.ndarray:
-    """The data layer's preprocessing steps, in order; statistics come from the ``train`` rows."""
-    x = tokenize(x, train, vocab_size=20000, max_length=200, lowercase=True)
+def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) -> np.ndarray:
+    """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
+    rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
+    streamed split's batches, preprocessed with the statistics of a sample)."""
+    x = tokenize(x, train, fitted, '0', vocab_size=20000, max_length=200, lowercase=True)
     # label_encode: done with the labels
     return np.asarray(x, dtype=INPUT_DTYPE)
 
@@ -297,12 +301,15 @@ def _check_shape(x: np.ndarray) -> None:
 _NON_WORD = re.compile(r"\W+")
 
 
-def tokenize(texts: list[str], train: np.ndarray, vocab_size: int, max_length: int, lowercase: bool) -> np.ndarray:
+def tokenize(texts: list[str], train: np.ndarray | None, fitted: dict, key: str, vocab_size: int, max_length: int,
+             lowercase: bool) -> np.ndarray:
     """Word ids: 0 pads, 1 is an unknown word, 2.. the vocab_size - 2 most frequent training words."""
     words = [[w for w in _NON_WORD.split(t.lower() if lowercase else t) if w] for t in texts]
-    counts = Counter(w for i in train for w in words[i])
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:vocab_size - 2]
-    vocab = {w: i + 2 for i, (w, _) in enumerate(ranked)}
+    if key not in fitted:
+        counts = Counter(w for i in train for w in words[i])
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:vocab_size - 2]
+        fitted[key] = {w: i + 2 for i, (w, _) in enumerate(ranked)}
+    vocab = fitted[key]
     ids = np.zeros((len(texts), max_length), np.int64)
     for row, sentence in enumerate(words):
         seq = [vocab.get(w, 1) for w in sentence[:max_length]]

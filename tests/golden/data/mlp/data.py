@@ -60,7 +60,7 @@ def load_splits() -> dict[str, Split]:
         raise DataError(f"{SOURCE}: {len(x)} samples but {len(labels)} labels; every sample needs one label")
     y = _targets(labels, where)
     splits = split_indices(len(y))
-    x = _preprocess(x, splits["train"])
+    x = _preprocess(x, splits["train"], {})
     _check_shape(x)
     return {name: Split(x[rows], y[rows]) for name, rows in splits.items()}
 
@@ -92,6 +92,8 @@ def describe(splits: dict[str, Split]) -> str:
     for name, split in splits.items():
         line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
                 f"y {tuple(split.y.shape)} {split.y.dtype}")
+        if not isinstance(split.x, np.ndarray):
+            line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
             counts = np.bincount(split.y, minlength=NUM_CLASSES or 0)
             if len(counts) <= 20:
@@ -176,11 +178,13 @@ def _shorten(values: list, limit: int = 5) -> str:
 # --------------------------------------------------------------------------- preprocessing
 
 
-def _preprocess(x: object, train: np.ndarray) -> np.ndarray:
-    """The data layer's preprocessing steps, in order; statistics come from the ``train`` rows."""
+def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) -> np.ndarray:
+    """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
+    rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
+    streamed split's batches, preprocessed with the statistics of a sample)."""
     x = resize(x, (28, 28))
-    x = scale(x, 16.0, train)
-    x = normalize(x, [0.3], [0.4], train)
+    x = scale(x, 16.0, train, fitted, '1')
+    x = normalize(x, [0.3], [0.4], train, fitted, '2')
     return np.asarray(x, dtype=INPUT_DTYPE)
 
 
@@ -216,24 +220,28 @@ def _interpolate(x: np.ndarray, n_out: int, axis: int) -> np.ndarray:
     return np.take(x, lo, axis=axis) * (1 - frac) + np.take(x, hi, axis=axis) * frac
 
 
-def scale(x: np.ndarray, max_value: float | None, train: np.ndarray) -> np.ndarray:
+def scale(x: np.ndarray, max_value: float | None, train: np.ndarray | None, fitted: dict, key: str) -> np.ndarray:
     """Divide by max_value (default: the integer type's maximum, e.g. 255, or the training data's maximum)."""
     if max_value is None:
-        if np.issubdtype(x.dtype, np.integer):
-            max_value = float(np.iinfo(x.dtype).max)
-        else:
-            max_value = float(np.abs(x[train]).max()) or 1.0
+        if key not in fitted:
+            integer = np.issubdtype(x.dtype, np.integer)
+            fitted[key] = float(np.iinfo(x.dtype).max) if integer else (float(np.abs(x[train]).max()) or 1.0)
+        max_value = fitted[key]
     return x.astype(np.float32) / np.float32(max_value)
 
 
-def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray) -> np.ndarray:
+def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None,
+              fitted: dict, key: str) -> np.ndarray:
     """Per channel (axis 1) ``(x - mean) / std``; mean/std of the training split when not given."""
     x = x.astype(np.float32)
     axes = (0, *range(2, x.ndim))
     if mean is None or std is None:
-        mean = x[train].mean(axis=axes, dtype=np.float64)
-        std = x[train].std(axis=axes, dtype=np.float64)
-        std[std == 0] = 1.0
+        if key not in fitted:
+            mean = x[train].mean(axis=axes, dtype=np.float64)
+            std = x[train].std(axis=axes, dtype=np.float64)
+            std[std == 0] = 1.0
+            fitted[key] = (mean, std)
+        mean, std = fitted[key]
     mean = np.asarray(mean, np.float32)
     std = np.asarray(std, np.float32)
     channels = x.shape[1] if x.ndim > 1 else 1

@@ -60,7 +60,7 @@ def load_splits() -> dict[str, Split]:
         raise DataError(f"{SOURCE}: {len(x)} samples but {len(labels)} labels; every sample needs one label")
     y = _targets(labels, where)
     splits = split_indices(len(y))
-    x = _preprocess(x, splits["train"])
+    x = _preprocess(x, splits["train"], {})
     _check_shape(x)
     return {name: Split(x[rows], y[rows]) for name, rows in splits.items()}
 
@@ -92,6 +92,8 @@ def describe(splits: dict[str, Split]) -> str:
     for name, split in splits.items():
         line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
                 f"y {tuple(split.y.shape)} {split.y.dtype}")
+        if not isinstance(split.x, np.ndarray):
+            line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
             counts = np.bincount(split.y, minlength=NUM_CLASSES or 0)
             if len(counts) <= 20:
@@ -176,9 +178,11 @@ def _shorten(values: list, limit: int = 5) -> str:
 # --------------------------------------------------------------------------- preprocessing
 
 
-def _preprocess(x: object, train: np.ndarray) -> np.ndarray:
-    """The data layer's preprocessing steps, in order; statistics come from the ``train`` rows."""
-    x = standardize(x, train)
+def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) -> np.ndarray:
+    """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
+    rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
+    streamed split's batches, preprocessed with the statistics of a sample)."""
+    x = standardize(x, train, fitted, '0')
     return np.asarray(x, dtype=INPUT_DTYPE)
 
 
@@ -193,12 +197,14 @@ def _check_shape(x: np.ndarray) -> None:
                         f"expects {tuple(INPUT_SHAPE)}; {hint}")
 
 
-def standardize(x: np.ndarray, train: np.ndarray) -> np.ndarray:
+def standardize(x: np.ndarray, train: np.ndarray | None, fitted: dict, key: str) -> np.ndarray:
     """Every column to zero mean and unit variance over the training split."""
     if x.ndim != 2:
         raise DataError(f"{SOURCE}: standardize applies to tabular (N, features) data, got samples of shape "
                         f"{tuple(x.shape[1:])}; use normalize for images")
-    mean = x[train].mean(axis=0, dtype=np.float64)
-    std = x[train].std(axis=0, dtype=np.float64)
-    std[std == 0] = 1.0
+    if key not in fitted:
+        std = x[train].std(axis=0, dtype=np.float64)
+        std[std == 0] = 1.0
+        fitted[key] = (x[train].mean(axis=0, dtype=np.float64), std)
+    mean, std = fitted[key]
     return ((x - mean) / std).astype(np.float32)

@@ -1,0 +1,27 @@
+"""Data commands: example-data (small example data in the layout a pipeline's data layer expects)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core import zoo
+from core.example_data import write_example_data
+from core.load import load_spec
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("example-data", help="write small example data for a template or spec under a data root")
+    p.add_argument("pipeline", help="a built-in template's name (python -m flowtrain templates) or a spec file")
+    p.add_argument("--out", required=True, type=Path, help="the data root to write under (the source's path inside it)")
+    p.add_argument("--samples", type=int, default=300, help="about this many samples (at least one per class)")
+    p.set_defaults(handler=cmd_example_data)
+
+
+def cmd_example_data(args: argparse.Namespace) -> int:
+    names = {e.name for e in zoo.entries()}
+    spec = zoo.template(args.pipeline) if args.pipeline in names else load_spec(args.pipeline)
+    written = write_example_data(spec, args.out, samples=max(1, args.samples))
+    print(f"wrote {written.detail} to {written.path}")
+    print(f"run it with: python train.py --data-root {args.out}")
+    return 0
