@@ -405,6 +405,8 @@ class PipelineSpec(Strict):
                 resources.pop(key, None)
         if doc["training"].get("init_weights") is None:  # added within version 1 too
             doc["training"].pop("init_weights", None)
+        if doc["data"].get("loading") == "auto":  # added within version 1 too: its default hashes as before
+            doc["data"].pop("loading", None)
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

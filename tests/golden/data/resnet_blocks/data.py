@@ -9,6 +9,7 @@ training split only. Augmentation is applied by train.py with the framework's ow
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ TARGET = 'label'
 AUGMENTATION = [{'op': 'random_crop', 'padding': 4}, {'op': 'horizontal_flip', 'p': 0.5}]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 LOAD_SIZE = None  # (height, width) images are resized to while loading
+LOADING = 'auto'  # "memory", "stream", or "auto": stream above STREAM_ABOVE_BYTES
+STREAM_ABOVE_BYTES = 1 << 30  # preprocessed (float32) size above which "auto" keeps the samples on disk
+STATISTICS_SAMPLES = 1  # no step computes statistics: one sample checks the shape of a streamed split
+STATISTICS_BYTES = 0
 
 # Set by load_splits: the class names in label order (image folders and encoded labels), and
 # the table columns that were skipped because they hold text.
@@ -45,7 +50,7 @@ class DataError(Exception):
 
 @dataclass
 class Split:
-    x: np.ndarray  # float32 (N, *INPUT_SHAPE), or int64 token ids (N, T)
+    x: np.ndarray | Streamed  # float32 (N, *INPUT_SHAPE), or int64 token ids (N, T); Streamed: read per batch
     y: np.ndarray  # int64 (N,) class indices, or float32 (N,) / (N, k) regression targets
 
     def __len__(self) -> int:
@@ -58,14 +63,19 @@ Where = Callable[[int], str]  # sample index -> "file row 7 (line 8)" for error 
 def load_splits() -> dict[str, Split]:
     """Load SOURCE, check it, and return the "train" (and "val", "test") splits, preprocessed."""
     path = pinned_source()
-    x, labels, where = _load_image_folder(path)
+    source = _image_files(path)
+    if _streams(source):
+        return _stream_splits(source)
+    global CLASS_NAMES
+    CLASS_NAMES = source.classes
+    x, labels, where = source.read(np.arange(len(source))), source.labels, source.where
     if len(labels) == 0:
         raise DataError(f"{SOURCE}: the dataset is empty (no samples found); check the data source")
     if len(x) != len(labels):
         raise DataError(f"{SOURCE}: {len(x)} samples but {len(labels)} labels; every sample needs one label")
     y = _targets(labels, where)
     splits = split_indices(len(y))
-    x = _preprocess(x, splits["train"])
+    x = _preprocess(x, splits["train"], {})
     _check_shape(x)
     return {name: Split(x[rows], y[rows]) for name, rows in splits.items()}
 
@@ -97,6 +107,8 @@ def describe(splits: dict[str, Split]) -> str:
     for name, split in splits.items():
         line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
                 f"y {tuple(split.y.shape)} {split.y.dtype}")
+        if not isinstance(split.x, np.ndarray):
+            line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
             counts = np.bincount(split.y, minlength=NUM_CLASSES or 0)
             if len(counts) <= 20:
@@ -130,16 +142,141 @@ def pinned_source() -> Path:
         raise DataError(f"data source {SOURCE} does not exist; put the data there or choose it again, then "
                         "submit the run again")
     return path
+# --------------------------------------------------------------------------- sources that can stay on disk
 
 
-# --------------------------------------------------------------------------- image folders
+class Streamed:
+    """A source kept on disk: only its labels and where each sample lies are in memory.
+
+    ``source.read(rows)`` produces the raw samples of those rows. As a split's x (see _stream_splits),
+    indexing with sample numbers reads and preprocesses just those samples: the framework's loader
+    does it batch by batch, in its worker processes.
+    """
+
+    classes: list[str] | None = None  # class names in label order, when the source names its classes
+
+    def __init__(self, labels: np.ndarray | list) -> None:
+        self.labels = labels  # of the whole source, as _targets takes them
+        self.rows = np.arange(len(labels))  # this split's samples: rows of the whole source
+        self.fitted: dict[str, object] = {}  # the preprocessing's statistics (_preprocess)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def load(self, rows: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def name(self, row: int) -> str:
+        raise NotImplementedError
+
+    def where(self, i: int) -> str:
+        return self.name(int(self.rows[i]))
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        return self.load(self.rows[rows])
+
+    def subset(self, rows: np.ndarray, fitted: dict[str, object]) -> Streamed:
+        part = copy.copy(self)
+        part.rows, part.fitted = self.rows[rows], fitted  # (the split's y holds its labels)
+        return part
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self), *INPUT_SHAPE)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(INPUT_DTYPE)
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        return _preprocess(self.read(np.atleast_1d(rows)), None, self.fitted)
 
 
-def _load_image_folder(root: Path) -> tuple[np.ndarray, np.ndarray, Where]:
-    """One sub-folder per class (class index = position in the sorted folder names)."""
+def _streams(source: Streamed) -> bool:
+    """Whether the source stays on disk (read per batch) instead of all being loaded first."""
+    decoded = len(source) * int(np.prod(INPUT_SHAPE)) * np.dtype(INPUT_DTYPE).itemsize
+    return LOADING == "stream" or (LOADING == "auto" and decoded > STREAM_ABOVE_BYTES)
+
+
+def _stream_splits(source: Streamed) -> dict[str, Split]:
+    """The splits as parts of `source`; statistics (normalize) come from a bounded sample of the
+    training rows (STATISTICS_SAMPLES, STATISTICS_BYTES), chosen with SEED: no pass over the data."""
     global CLASS_NAMES
+    CLASS_NAMES = source.classes
+    if len(source) == 0:
+        raise DataError(f"{SOURCE}: the dataset is empty (no samples found); check the data source")
+    y = _targets(source.labels, source.where)
+    splits = split_indices(len(y))
+    train = splits["train"]
+    count = max(1, min(STATISTICS_SAMPLES, STATISTICS_BYTES // max(1, source.read(train[:1]).nbytes)))
+    sample = np.sort(np.random.default_rng(SEED).permutation(train)[:count])
+    fitted: dict[str, object] = {}
+    _check_shape(_preprocess(source.read(sample), np.arange(len(sample)), fitted))
+    return {name: Split(source.subset(rows, fitted), y[rows]) for name, rows in splits.items()}
+
+
+IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+
+
+def _check_image_input(where: object) -> None:
+    if len(INPUT_SHAPE) != 3:
+        raise DataError(f"{where} holds images but the model's Input expects {INPUT_SHAPE}; "
+                        "give the Input a (channels, height, width) shape")
+    if INPUT_SHAPE[0] not in IMAGE_MODES:
+        raise DataError(f"images can have 1, 3 or 4 channels but the model's Input expects {INPUT_SHAPE}")
+
+
+def _decode_image(file: object, where: str) -> np.ndarray:
+    """One image (a path or a binary file) as uint8 (C, H, W): the Input's channels, resized to LOAD_SIZE."""
     from PIL import Image
 
+    channels = INPUT_SHAPE[0]
+    height, width = LOAD_SIZE if LOAD_SIZE is not None else INPUT_SHAPE[1:]
+    try:
+        with Image.open(file) as opened:
+            opened.load()  # decode now: a truncated file fails here, not in the middle of a batch
+            image = opened.convert(IMAGE_MODES[channels])
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise DataError(f"{where}: cannot read the image ({exc}); replace or delete it") from exc
+    if LOAD_SIZE is not None:
+        image = image.resize((width, height), Image.Resampling.BILINEAR)
+    elif image.size != (width, height):
+        raise DataError(f"{where}: the image is {image.size[1]}x{image.size[0]} (height x width) but the "
+                        f"model's Input expects {INPUT_SHAPE}; add a resize step with size "
+                        f"[{height}, {width}] to the data layer")
+    pixels = np.asarray(image)
+    return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
+
+
+def _images(count: int) -> np.ndarray:
+    height, width = LOAD_SIZE if LOAD_SIZE is not None else INPUT_SHAPE[1:]
+    return np.empty((count, INPUT_SHAPE[0], height, width), np.uint8)
+
+
+class ImageFiles(Streamed):
+    """The images of a class-per-folder tree. Their relative paths are one bytes string and its
+    offsets, so forked loader workers share the pages instead of copying a list of strings."""
+
+    def __init__(self, root: Path, names: list[str], labels: np.ndarray, classes: list[str]) -> None:
+        super().__init__(labels)
+        encoded = [name.encode() for name in names]
+        self.root, self.classes = root, classes
+        self.blob = b"".join(encoded)
+        self.offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
+
+    def name(self, row: int) -> str:
+        return str(self.root / self.blob[self.offsets[row]:self.offsets[row + 1]].decode())
+
+    def load(self, rows: np.ndarray) -> np.ndarray:
+        x = _images(len(rows))
+        for k, row in enumerate(rows):
+            path = self.name(int(row))
+            x[k] = _decode_image(path, path)
+        return x
+
+
+def _image_files(root: Path) -> ImageFiles:
+    """One sub-folder per class (class index = position in the sorted folder names); lists, never decodes."""
     if not root.is_dir():
         raise DataError(f"{root} is not a folder; an image folder holds one sub-folder of images per class")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -149,41 +286,18 @@ def _load_image_folder(root: Path) -> tuple[np.ndarray, np.ndarray, Where]:
         raise DataError(f"{root} has {len(classes)} class folders but the model predicts {NUM_CLASSES} classes "
                         f"(NUM_CLASSES); remove folders or set data.num_classes and the last layer to "
                         f"{len(classes)}")
-    files: list[Path] = []
+    names: list[str] = []
     labels: list[int] = []
     for index, name in enumerate(classes):
-        for path in sorted((root / name).iterdir()):
-            if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES:
-                files.append(path)
-                labels.append(index)
-    if not files:
+        with os.scandir(root / name) as entries:
+            found = sorted(e.name for e in entries
+                           if e.is_file() and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES)
+        names += [f"{name}/{f}" for f in found]
+        labels += [index] * len(found)
+    if not names:
         raise DataError(f"{root}: no PNG or JPEG images in its class folders ({', '.join(classes[:5])} ...)")
-    if len(INPUT_SHAPE) != 3:
-        raise DataError(f"{root} holds images but the model's Input expects {INPUT_SHAPE}; "
-                        "give the Input a (channels, height, width) shape")
-    channels = INPUT_SHAPE[0]
-    modes = {1: "L", 3: "RGB", 4: "RGBA"}
-    if channels not in modes:
-        raise DataError(f"images can have 1, 3 or 4 channels but the model's Input expects {INPUT_SHAPE}")
-    height, width = LOAD_SIZE if LOAD_SIZE is not None else INPUT_SHAPE[1:]
-    x = np.empty((len(files), channels, height, width), np.uint8)
-    for i, path in enumerate(files):
-        try:
-            with Image.open(path) as opened:
-                opened.load()  # decode now: a truncated file fails here, not in the middle of training
-                image = opened.convert(modes[channels])
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-            raise DataError(f"{path}: cannot read the image ({exc}); replace or delete the file") from exc
-        if LOAD_SIZE is not None:
-            image = image.resize((width, height), Image.Resampling.BILINEAR)
-        elif image.size != (width, height):
-            raise DataError(f"{path}: the image is {image.size[1]}x{image.size[0]} (height x width) but the "
-                            f"model's Input expects {INPUT_SHAPE}; add a resize step with size "
-                            f"[{height}, {width}] to the data layer")
-        pixels = np.asarray(image)
-        x[i] = pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
-    CLASS_NAMES = classes
-    return x, np.asarray(labels, np.int64), lambda i: str(files[i])
+    _check_image_input(root)
+    return ImageFiles(root, names, np.asarray(labels, np.int64), classes)
 
 
 # --------------------------------------------------------------------------- labels
@@ -240,10 +354,12 @@ def _shorten(values: list, limit: int = 5) -> str:
 # --------------------------------------------------------------------------- preprocessing
 
 
-def _preprocess(x: object, train: np.ndarray) -> np.ndarray:
-    """The data layer's preprocessing steps, in order; statistics come from the ``train`` rows."""
-    x = scale(x, 255.0, train)
-    x = normalize(x, [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261], train)
+def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) -> np.ndarray:
+    """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
+    rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
+    streamed split's batches, preprocessed with the statistics of a sample)."""
+    x = scale(x, 255.0, train, fitted, '0')
+    x = normalize(x, [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261], train, fitted, '1')
     return np.asarray(x, dtype=INPUT_DTYPE)
 
 
@@ -258,24 +374,28 @@ def _check_shape(x: np.ndarray) -> None:
                         f"expects {tuple(INPUT_SHAPE)}; {hint}")
 
 
-def scale(x: np.ndarray, max_value: float | None, train: np.ndarray) -> np.ndarray:
+def scale(x: np.ndarray, max_value: float | None, train: np.ndarray | None, fitted: dict, key: str) -> np.ndarray:
     """Divide by max_value (default: the integer type's maximum, e.g. 255, or the training data's maximum)."""
     if max_value is None:
-        if np.issubdtype(x.dtype, np.integer):
-            max_value = float(np.iinfo(x.dtype).max)
-        else:
-            max_value = float(np.abs(x[train]).max()) or 1.0
+        if key not in fitted:
+            integer = np.issubdtype(x.dtype, np.integer)
+            fitted[key] = float(np.iinfo(x.dtype).max) if integer else (float(np.abs(x[train]).max()) or 1.0)
+        max_value = fitted[key]
     return x.astype(np.float32) / np.float32(max_value)
 
 
-def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray) -> np.ndarray:
+def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None,
+              fitted: dict, key: str) -> np.ndarray:
     """Per channel (axis 1) ``(x - mean) / std``; mean/std of the training split when not given."""
     x = x.astype(np.float32)
     axes = (0, *range(2, x.ndim))
     if mean is None or std is None:
-        mean = x[train].mean(axis=axes, dtype=np.float64)
-        std = x[train].std(axis=axes, dtype=np.float64)
-        std[std == 0] = 1.0
+        if key not in fitted:
+            mean = x[train].mean(axis=axes, dtype=np.float64)
+            std = x[train].std(axis=axes, dtype=np.float64)
+            std[std == 0] = 1.0
+            fitted[key] = (mean, std)
+        mean, std = fitted[key]
     mean = np.asarray(mean, np.float32)
     std = np.asarray(std, np.float32)
     channels = x.shape[1] if x.ndim > 1 else 1

@@ -16,6 +16,7 @@ after writing a checkpoint (run it again to resume), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import math
@@ -32,7 +33,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import BATCH_SIZE, SEED, SHUFFLE, DataError, Split, describe, load_splits
+from data import (
+    BATCH_SIZE,
+    NUM_WORKERS,
+    SEED,
+    SHUFFLE,
+    DataError,
+    Split,
+    describe,
+    load_splits,
+)
 from model import INPUT_DTYPE, KERAS_INPUT_SHAPE, build_model, to_keras_layout
 
 PIPELINE = 'resnet18_cifar'
@@ -242,6 +252,18 @@ def prune_checkpoints(folder: Path) -> None:
             old.with_suffix(suffix).unlink(missing_ok=True)
 
 
+def record_share(out: Path, rank: int, epoch: int, share: np.ndarray) -> None:
+    """This rank's training samples (indices into the train split) of `epoch`: shares/rank-R.npy holds
+    the latest epoch's, shares/rank-R.jsonl a line per epoch with their count and SHA-256. The ranks'
+    shares are disjoint and together make up the epoch; these files let anyone check that."""
+    indices = np.ascontiguousarray(share, dtype=np.int64)
+    folder = out / "shares"
+    write_atomically(folder / f"rank-{rank}.npy", lambda f: np.save(f, indices))
+    line = {"epoch": epoch, "samples": len(indices), "sha256": hashlib.sha256(indices.tobytes()).hexdigest()}
+    with (folder / f"rank-{rank}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 # --------------------------------------------------------------------------- processes and devices
 
 
@@ -345,15 +367,32 @@ def batch_count(samples: int) -> int:
 
 class Batches:
     """A split held in memory as tensors; tf.data slices the batches of each pass in the background
-    (gather, augmentation, prefetch) while the model trains."""
+    (gather, augmentation, prefetch) while the model trains. A streamed split stays on
+    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
 
     def __init__(self, split: Split) -> None:
+        self.streamed = not isinstance(split.x, np.ndarray)
+        if self.streamed:
+            self.split = split
+            self.y = split.y
+            return
         with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
             self.x = tf.constant(to_keras_layout(split.x))
             self.y = tf.constant(split.y)
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One streamed batch: (x in the model's layout, y)."""
+        return to_keras_layout(self.split.x[index]), self.split.y[index]
+
+    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
+                                 stateful=False)
+        x.set_shape([None, *KERAS_INPUT_SHAPE])
+        y.set_shape([None, *self.y.shape[1:]])
+        return x, y
 
     def dataset(self, order: np.ndarray, first_batch: int, batches: int,
                 augment_for: tuple[int, int] | None = None) -> tf.data.Dataset:
@@ -363,14 +402,18 @@ class Batches:
 
         def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
-            x = tf.gather(self.x, index)
+            if self.streamed:
+                x, y = self.streamed_batch(index)
+            else:
+                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
             if augment_for is not None:
                 rank, epoch = augment_for
                 x = augment(x, rank, epoch * 1_000_000 + number)
-            return x, tf.gather(self.y, index)
+            return x, y
 
         numbers = tf.data.Dataset.range(first_batch, batches)
-        return numbers.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
+        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
+        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
 # --------------------------------------------------------------------------- augmentation (train split only)
@@ -549,7 +592,8 @@ class Trainer:
         for i, v in enumerate(self.optimizer.variables):
             v.assign(arrays[f"optimizer/{i}"])
 
-    def start_epoch(self, epoch: int, first_batch: int) -> None:
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this process's samples of the whole epoch."""
         order = epoch_order(epoch, len(self.sources["train"]), self.processes)
 
         def pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -558,6 +602,12 @@ class Trainer:
                                                  augment_for=(self.processes.rank, epoch))
 
         self.iterator = iter(self.strategy.distribute_datasets_from_function(pipeline))
+        return order[:self.plan.steps_per_epoch * self.local_replicas * BATCH_SIZE]
+
+    def close(self) -> None:
+        """Drop the epoch's input iterator while Python is still running: one left unfinished (a stop or
+        --max-steps in the middle of an epoch) with streamed batches in flight hangs if it is collected at exit."""
+        self.iterator = None
 
     def replica_gradients(self, x: tf.Tensor, y: tf.Tensor):
         with tf.GradientTape() as tape:
@@ -604,7 +654,8 @@ class Trainer:
         return (StopFlag.signum or signal.SIGTERM) if self.stop_agreed else None
 
     def learning_rate(self) -> float:
-        return float(self.optimizer.learning_rate)
+        # through a tensor: with several workers the variable's value is a MirroredVariable, which float() refuses
+        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
 
     def weights(self) -> list[np.ndarray]:
         return [np.asarray(v.numpy()) for v in self.model.trainable_variables]
@@ -712,7 +763,7 @@ class Run:
         self.logged = (trainer.totals(), time.perf_counter())
         while progress.epoch < plan.epochs and progress.step < plan.last_step:
             epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            trainer.start_epoch(epoch, progress.batch)
+            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
             while progress.batch < plan.steps_per_epoch:
                 steps = trainer.train(self.steps_to_next_event())
                 progress.step += steps
@@ -923,7 +974,9 @@ def main(argv: list[str] | None = None) -> int:
         return run.calibrate(args.calibrate)
     run.start(resume=args.resume == "auto")
     code = run.train()
-    return run.finish() if code is None else code
+    code = run.finish() if code is None else code
+    trainer.close()
+    return code
 
 
 if __name__ == "__main__":

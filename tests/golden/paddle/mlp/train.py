@@ -15,6 +15,7 @@ after writing a checkpoint (run it again to resume), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import io
 import json
@@ -257,6 +258,18 @@ def prune_checkpoints(folder: Path) -> None:
             old.with_suffix(suffix).unlink(missing_ok=True)
 
 
+def record_share(out: Path, rank: int, epoch: int, share: np.ndarray) -> None:
+    """This rank's training samples (indices into the train split) of `epoch`: shares/rank-R.npy holds
+    the latest epoch's, shares/rank-R.jsonl a line per epoch with their count and SHA-256. The ranks'
+    shares are disjoint and together make up the epoch; these files let anyone check that."""
+    indices = np.ascontiguousarray(share, dtype=np.int64)
+    folder = out / "shares"
+    write_atomically(folder / f"rank-{rank}.npy", lambda f: np.save(f, indices))
+    line = {"epoch": epoch, "samples": len(indices), "sha256": hashlib.sha256(indices.tobytes()).hexdigest()}
+    with (folder / f"rank-{rank}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 # --------------------------------------------------------------------------- processes and devices
 
 
@@ -319,7 +332,8 @@ class DeviceBatches:
 
 
 class BatchDataset(paddle.io.Dataset):
-    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample)."""
+    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample;
+    a streamed split's x decodes and preprocesses just that batch, in the worker)."""
 
     def __init__(self, split: Split) -> None:
         self.x, self.y = split.x, split.y
@@ -352,7 +366,10 @@ class LoaderBatches:
 
 
 def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
-    """Every split on the training device when it fits (always on a CPU), else in host memory."""
+    """Every split on the training device when it fits (always on a CPU), else in host memory;
+    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
+    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
+        return {name: LoaderBatches(split, NUM_WORKERS) for name, split in splits.items()}
     data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
     fits = not gpu or data_bytes < paddle.device.cuda.get_device_properties(local_rank).total_memory // 4
     if choose(PERFORMANCE["device_data"], fits):
@@ -568,9 +585,11 @@ class Trainer:
         self.forward = make_train_forward(self.net, self.amp, self.compiled)
         self.net.train()
 
-    def start_epoch(self, epoch: int, first_batch: int) -> None:
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
         batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
         self.batches = self.sources["train"].iterate(batches[first_batch:])
+        return np.concatenate(batches)
 
     def train_step(self) -> None:
         """One optimizer step on the epoch's next batch."""
@@ -726,7 +745,7 @@ class Run:
         self.logged = (trainer.totals(), time.perf_counter())
         while progress.epoch < plan.epochs and progress.step < plan.last_step:
             epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            trainer.start_epoch(epoch, progress.batch)
+            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
             while progress.batch < plan.steps_per_epoch:
                 trainer.train_step()
                 progress.step += 1

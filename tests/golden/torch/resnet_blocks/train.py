@@ -15,6 +15,7 @@ after writing a checkpoint (run it again to resume), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -256,6 +257,18 @@ def prune_checkpoints(folder: Path) -> None:
             old.with_suffix(suffix).unlink(missing_ok=True)
 
 
+def record_share(out: Path, rank: int, epoch: int, share: np.ndarray) -> None:
+    """This rank's training samples (indices into the train split) of `epoch`: shares/rank-R.npy holds
+    the latest epoch's, shares/rank-R.jsonl a line per epoch with their count and SHA-256. The ranks'
+    shares are disjoint and together make up the epoch; these files let anyone check that."""
+    indices = np.ascontiguousarray(share, dtype=np.int64)
+    folder = out / "shares"
+    write_atomically(folder / f"rank-{rank}.npy", lambda f: np.save(f, indices))
+    line = {"epoch": epoch, "samples": len(indices), "sha256": hashlib.sha256(indices.tobytes()).hexdigest()}
+    with (folder / f"rank-{rank}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 # --------------------------------------------------------------------------- processes and devices
 
 
@@ -339,20 +352,24 @@ class DeviceBatches:
 
 
 class ArrayDataset(Dataset):
-    """Hands out whole batches (``__getitems__``), so workers gather with one indexing operation."""
+    """Hands out whole batches (``__getitems__``), so workers gather with one indexing operation.
+    A streamed split's x stays on disk: indexing it decodes and preprocesses the batch in the worker."""
 
     def __init__(self, split: Split) -> None:
-        self.x, self.y = to_tensor(split.x), to_tensor(split.y)
+        self.x = to_tensor(split.x) if isinstance(split.x, np.ndarray) else split.x
+        self.y = to_tensor(split.y)
 
     def __len__(self) -> int:
         return len(self.y)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.x[i], self.y[i]
+        x, y = self.__getitems__([i])
+        return x[0], y[0]
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         index = torch.as_tensor(indices)
-        return self.x[index], self.y[index]
+        x = self.x[index] if isinstance(self.x, torch.Tensor) else to_tensor(self.x[np.asarray(indices)])
+        return x, self.y[index]
 
 
 class BatchList:
@@ -394,7 +411,10 @@ class LoaderBatches:
 
 
 def place_data(splits: dict[str, Split], compute: Compute) -> dict[str, DeviceBatches | LoaderBatches]:
-    """Every split on the training device when it fits (always on a CPU), else in host memory."""
+    """Every split on the training device when it fits (always on a CPU), else in host memory;
+    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
+    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
+        return {name: LoaderBatches(split, compute.device, NUM_WORKERS) for name, split in splits.items()}
     cuda = compute.device.type == "cuda"
     data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
     free = torch.cuda.mem_get_info(compute.device)[0] if cuda else 0
@@ -533,9 +553,11 @@ class Trainer:
             self.net = torch.compile(self.net)
         self.net.train()
 
-    def start_epoch(self, epoch: int, first_batch: int) -> None:
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
         batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
         self.batches = self.sources["train"].iterate(batches[first_batch:])
+        return torch.cat(batches).numpy()
 
     def train_step(self) -> None:
         """One optimizer step on the epoch's next batch."""
@@ -695,7 +717,7 @@ class Run:
         self.logged = (trainer.totals(), time.perf_counter())
         while progress.epoch < plan.epochs and progress.step < plan.last_step:
             epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            trainer.start_epoch(epoch, progress.batch)
+            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
             while progress.batch < plan.steps_per_epoch:
                 trainer.train_step()
                 progress.step += 1
