@@ -47,7 +47,7 @@ import numpy as np
 sys.argv = ["train.py"]
 import train
 framework, batches, workers = sys.argv_bench
-splits = train.load_splits(None)
+splits = train.load_splits()
 split = splits["train"]
 n = len(split)
 order = np.random.default_rng(0).permutation(n)[:(batches + 2) * train.BATCH_SIZE]

@@ -23,5 +23,6 @@ def cmd_example_data(args: argparse.Namespace) -> int:
     spec = zoo.template(args.pipeline) if args.pipeline in names else load_spec(args.pipeline)
     written = write_example_data(spec, args.out, samples=max(1, args.samples))
     print(f"wrote {written.detail} to {written.path}")
-    print(f"run it with: python train.py --data-root {args.out}")
+    print(f"the template's relative source resolves under a data root: with {args.out} among your data roots "
+          "([data] roots in the settings file), `python -m flowtrain run` and the portal find it")
     return 0

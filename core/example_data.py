@@ -1,7 +1,8 @@
 """Small example data in the layout a pipeline's data layer expects, so a template runs as shipped.
 
 ``write_example_data(spec, root)`` writes under ``root / spec.data.source``: a data root that
-holds it makes the pipeline runnable (``train.py --data-root ROOT``). The samples carry a learnable
+holds it makes the pipeline runnable (submission resolves the relative source under the user's
+data roots and the program reads that absolute path). The samples carry a learnable
 signal (each class has its own mean colour, or its own words) under random noise, so a short run
 shows the loss falling; they are not a benchmark. Sizes stay small: about ``samples`` samples in
 all, at least ``per_class`` of each class.

@@ -34,7 +34,7 @@ def test_every_template_without_a_builtin_dataset_gets_example_data(tmp_path: Pa
     for name in ("resnet18", "resnet18_cifar", "lstm_text_classifier"):  # the three layouts the zoo names
         result = example_data(name, tmp_path, "--samples", "20")
         assert result.returncode == 0, result.stderr
-        assert f"--data-root {tmp_path}" in result.stdout
+        assert f"with {tmp_path} among your data roots" in result.stdout
     for name in NEEDS_DATA:
         assert data_problem(zoo.template(name).data.model_dump(mode="json"), [tmp_path]) is None, name
     imagenet = probe("imagenet/train", [tmp_path])
@@ -46,7 +46,7 @@ def test_the_generated_program_loads_the_example_data(name: str, tmp_path: Path)
     result = example_data(name, tmp_path / "root")
     assert result.returncode == 0, result.stderr
     spec = zoo.template(name)
-    splits = load_data_module(spec, tmp_path / "program", validate(spec)).load_splits(str(tmp_path / "root"))
+    splits = load_data_module(spec, tmp_path / "program", validate(spec), root=tmp_path / "root").load_splits()
     train = splits["train"]
     assert len(train) + len(splits["val"]) == 300
     assert len(np.unique(train.y)) == spec.data.num_classes

@@ -19,9 +19,9 @@ IMAGE_STEPS = [{"op": "resize", "size": [4, 4]}, {"op": "scale"}, {"op": "normal
 
 def both(spec_data: dict, tmp_path: Path) -> tuple[dict, dict]:
     """The splits loaded in memory and streamed, from the same data."""
-    memory = load_data_module(spec_with_data({**spec_data, "loading": "memory"}), tmp_path / "memory")
-    stream = load_data_module(spec_with_data({**spec_data, "loading": "stream"}), tmp_path / "stream")
-    return memory.load_splits(str(tmp_path)), stream.load_splits(str(tmp_path))
+    memory = load_data_module(spec_with_data({**spec_data, "loading": "memory"}), tmp_path / "memory", root=tmp_path)
+    stream = load_data_module(spec_with_data({**spec_data, "loading": "stream"}), tmp_path / "stream", root=tmp_path)
+    return memory.load_splits(), stream.load_splits()
 
 
 def test_streamed_image_folder_batches_equal_the_in_memory_ones(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_streamed_statistics_come_from_a_bounded_sample(tmp_path: Path) -> None:
     write_images(tmp_path / "images", {"a": 30, "b": 30}, size=(4, 4))
     data = {"source": "images", "format": "image_folder", "num_classes": 2, "input_shape": [3, 4, 4],
             "preprocessing": [{"op": "scale"}, {"op": "normalize"}], "loading": "stream"}
-    module = load_data_module(spec_with_data(data), tmp_path / "program")
+    module = load_data_module(spec_with_data(data), tmp_path / "program", root=tmp_path)
     module.STATISTICS_SAMPLES = 5
     read = []
     original = module.Streamed.read
@@ -53,7 +53,7 @@ def test_streamed_statistics_come_from_a_bounded_sample(tmp_path: Path) -> None:
         return original(self, rows)
 
     module.Streamed.read = counting
-    module.load_splits(str(tmp_path))
+    module.load_splits()
     assert max(read) == 5 and sum(read) <= 6  # one image for the sample's size, then the sample
 
 
@@ -75,9 +75,9 @@ def test_npy_is_memory_mapped_and_channels_last_becomes_channels_first(tmp_path:
 def test_npy_without_labels_is_refused_naming_the_file_to_write(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", np.zeros((4, 2), np.float32))
     module = load_data_module(spec_with_data({"source": "x.npy", "num_classes": 2, "input_shape": [2]}),
-                              tmp_path / "program")
+                              tmp_path / "program", root=tmp_path)
     with pytest.raises(module.DataError, match=r"no labels beside it; save them as .*y\.npy"):
-        module.load_splits(str(tmp_path))
+        module.load_splits()
 
 
 def test_webdataset_shards_stream_and_match_the_in_memory_load(tmp_path: Path) -> None:
@@ -102,9 +102,9 @@ def test_webdataset_sample_without_a_class_is_named(tmp_path: Path) -> None:
         info.size = 3
         tar.addfile(info, io.BytesIO(b"abc"))
     data = {"source": "shards", "format": "webdataset", "num_classes": 2, "input_shape": [3, 6, 6]}
-    module = load_data_module(spec_with_data(data), tmp_path / "program")
+    module = load_data_module(spec_with_data(data), tmp_path / "program", root=tmp_path)
     with pytest.raises(module.DataError, match=r"shard-000000\.tar: sample 'orphan' has no \.cls member"):
-        module.load_splits(str(tmp_path))
+        module.load_splits()
 
 
 def test_parquet_streams_by_row_group_and_matches_the_in_memory_load(tmp_path: Path) -> None:
@@ -135,6 +135,6 @@ def test_parquet_bad_value_is_named_with_its_row_when_its_batch_is_read(tmp_path
                    row_group_size=4)
     data = {"source": "t.parquet", "num_classes": 2, "input_shape": [1], "loading": "stream",
             "validation_split": 0.0}
-    module = load_data_module(spec_with_data(data), tmp_path / "program")
+    module = load_data_module(spec_with_data(data), tmp_path / "program", root=tmp_path)
     with pytest.raises(module.DataError, match=r"t\.parquet row 3, column 'a': not a finite number"):
-        module.load_splits(str(tmp_path))["train"].x[np.arange(20)]
+        module.load_splits()["train"].x[np.arange(20)]

@@ -44,8 +44,16 @@ def render_data_py(spec: PipelineSpec, analysis: Analysis | None = None) -> str:
     return environment("torch").get_template("data.py.j2").render(**data_context(spec, analysis))
 
 
-def load_data_module(spec: PipelineSpec, folder: Path, analysis: Analysis | None = None) -> ModuleType:
-    """Render ``data.py`` for ``spec`` into ``folder`` and import it under a unique module name."""
+def load_data_module(spec: PipelineSpec, folder: Path, analysis: Analysis | None = None, *,
+                     root: Path | None = None) -> ModuleType:
+    """Render ``data.py`` for ``spec`` into ``folder`` and import it under a unique module name.
+
+    ``root``: the data root a relative ``data.source`` lies under. The generated program reads only
+    an absolute (pinned) source, so the source is made absolute against it first, as submission does.
+    """
+    if root is not None and not Path(spec.data.source).is_absolute():
+        data = spec.data.model_copy(update={"source": str(Path(root).resolve() / spec.data.source)})
+        spec = spec.model_copy(update={"data": data})
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "data.py"
     path.write_text(render_data_py(spec, analysis), encoding="utf-8")
