@@ -6,15 +6,18 @@ Kept apart from :mod:`schedulers.runs` (the SQLite registry itself) so the code 
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, JobStatus, RunState
+from schedulers.registry_db import sqlite_words
 
 # Columns of a listing: everything but the (possibly large) spec.
 LIST_COLUMNS = (
@@ -30,6 +33,23 @@ class RunNotFound(FlowTrainError):
 
 class RegistryError(FlowTrainError):
     """The registry cannot be read or written; the message names the database file or run directory."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def guarded(fn: _F) -> _F:
+    """Turn any SQLite error inside a registry method (of an object with ``db_path``) into a
+    :class:`RegistryError` naming the database file."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ without following symbolic links (:mod:`schedulers.run_files`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import re
@@ -42,9 +41,9 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_completed_runs
@@ -56,7 +55,6 @@ from schedulers.registry_db import (
     SCHEMA,
     SCHEMA_VERSION,
     private_file,
-    sqlite_words,
     statements,
 )
 from schedulers.run_files import (
@@ -80,6 +78,7 @@ from schedulers.run_records import (
     as_float,
     as_int,
     as_str,
+    guarded,
     run_from_row,
     state_detail,
 )
@@ -96,22 +95,6 @@ USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always fullmatch: "$" would le
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_TAIL_LINES = 30
 FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _guarded(fn: _F) -> _F:
-    """Turn any SQLite error inside a registry method into a :class:`RegistryError` naming the file."""
-
-    @functools.wraps(fn)
-    def wrapper(self: RunRegistry, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- the registry
@@ -137,7 +120,7 @@ class RunRegistry(SweepTable):
             raise RegistryError(f"cannot create the run registry {self.db_path}: {exc.strerror}") from exc
         self._migrate()
 
-    @_guarded
+    @guarded
     def _migrate(self) -> None:
         """Create the schema in a new file, or bring an older file up to :data:`SCHEMA_VERSION`."""
         db = self._conn()
@@ -221,7 +204,7 @@ class RunRegistry(SweepTable):
     def new_run_id(self) -> str:
         return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
-    @_guarded
+    @guarded
     def create_run(
         self,
         *,
@@ -276,7 +259,7 @@ class RunRegistry(SweepTable):
             raise RegistryError(f"cannot create the run directory {directory}: {exc.strerror}") from exc
         return self.get(run_id)
 
-    @_guarded
+    @guarded
     def mark_submitted(self, run_id: str, job_id: str, detail: str = "") -> None:
         now = time.time()
         with self._tx() as db:
@@ -285,7 +268,7 @@ class RunRegistry(SweepTable):
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, RunState.PENDING.value, now, detail or f"submitted as job {job_id}"))
 
-    @_guarded
+    @guarded
     def mark_failed(self, run_id: str, reason: str) -> None:
         """A run that never became a job (generation or submission failed)."""
         now = time.time()
@@ -296,7 +279,7 @@ class RunRegistry(SweepTable):
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, RunState.FAILED.value, now, reason))
 
-    @_guarded
+    @guarded
     def record_status(
         self,
         run_id: str,
@@ -338,7 +321,7 @@ class RunRegistry(SweepTable):
                        (run_id, new_state, now, detail))
         return StateChange(run_id, new_state, now, detail)
 
-    @_guarded
+    @guarded
     def add_event(self, run_id: str, detail: str) -> None:
         """A history row that keeps the current state (e.g. "cancel requested by alice")."""
         with self._tx() as db:
@@ -355,12 +338,12 @@ class RunRegistry(SweepTable):
             raise RunNotFound(f"no run {run_id!r}{who}; `python -m flowtrain runs` lists the runs")
         return row
 
-    @_guarded
+    @guarded
     def get(self, run_id: str, user: str | None = None) -> Run:
         """One run with its spec; ``user`` given: only that user's run (others are "not found")."""
         return run_from_row(self._require(self._conn(), run_id, user), with_spec=True)
 
-    @_guarded
+    @guarded
     def list_runs(
         self,
         user: str | None = None,
@@ -387,7 +370,7 @@ class RunRegistry(SweepTable):
             params.extend([int(limit), int(offset)])
         return [run_from_row(r) for r in self._conn().execute(sql, params)]
 
-    @_guarded
+    @guarded
     def active_runs(self, user: str | None = None) -> list[Run]:
         sql = f"SELECT {LIST_COLUMNS} FROM runs WHERE state NOT IN ({FINAL_SQL})"
         params: list[Any] = []
@@ -396,13 +379,13 @@ class RunRegistry(SweepTable):
             params.append(user)
         return [run_from_row(r) for r in self._conn().execute(sql + " ORDER BY created", params)]
 
-    @_guarded
+    @guarded
     def history(self, run_id: str) -> list[StateChange]:
         rows = self._conn().execute(
             "SELECT run_id, state, time, detail FROM run_states WHERE run_id=? ORDER BY id", (run_id,))
         return [StateChange(r["run_id"], r["state"], r["time"], r["detail"]) for r in rows]
 
-    @_guarded
+    @guarded
     def count(self, user: str | None = None) -> int:
         if user is None:
             return int(self._conn().execute("SELECT count(*) FROM runs").fetchone()[0])
@@ -410,7 +393,7 @@ class RunRegistry(SweepTable):
 
     # -- metrics ----------------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def sync_metrics(self, run_id: str) -> int:
         """Read new whole lines of the run's ``metrics.jsonl`` into the registry; returns how many."""
         row = self._require(self._conn(), run_id)
@@ -434,7 +417,7 @@ class RunRegistry(SweepTable):
                        (chunk.offset, count + len(chunk.records), run_id))
         return len(chunk.records)
 
-    @_guarded
+    @guarded
     def metrics(self, run_id: str, *, event: str | None = None, since_seq: int = 0) -> list[dict[str, Any]]:
         """Records stored so far (call :meth:`sync_metrics` first for the newest)."""
         sql = "SELECT record FROM metrics WHERE run_id=? AND seq>=?"
@@ -444,7 +427,7 @@ class RunRegistry(SweepTable):
             params.append(event)
         return [json.loads(r[0]) for r in self._conn().execute(sql + " ORDER BY seq", params)]
 
-    @_guarded
+    @guarded
     def result(self, run_id: str) -> dict[str, Any] | None:
         """The program's ``result.json`` (final metrics), if written."""
         path = Path(self._require(self._conn(), run_id)["run_dir"]) / "result.json"
@@ -455,14 +438,14 @@ class RunRegistry(SweepTable):
 
     # -- files ------------------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def artifacts(self, run_id: str) -> list[Artifact]:
         """Files of the run directory by kind: code, log, metrics, checkpoint, model, other (symbolic
         links are neither listed nor followed: :func:`schedulers.run_files.list_artifacts`)."""
         root = Path(self._require(self._conn(), run_id)["run_dir"])
         return list_artifacts(root) if root.is_dir() else []
 
-    @_guarded
+    @guarded
     def open_artifact(self, run_id: str, rel: str) -> BinaryIO:
         """One artifact of the run (``rel`` as :meth:`artifacts` lists it), opened for reading without
         following links; :class:`RegistryError` for anything else."""
@@ -472,7 +455,7 @@ class RunRegistry(SweepTable):
         except (ValueError, OSError) as exc:
             raise RegistryError(f"{rel!r} of run {run_id} cannot be opened: {exc}") from exc
 
-    @_guarded
+    @guarded
     def log_path(self, run_id: str) -> Path | None:
         """The job's combined stdout/stderr: ``run.log`` (local) or ``slurm-<job>.out`` (Slurm)."""
         row = self._require(self._conn(), run_id)
@@ -483,14 +466,14 @@ class RunRegistry(SweepTable):
         candidates += sorted(root.glob("slurm-*.out"), key=lambda p: p.lstat().st_mtime, reverse=True)
         return next((c for c in candidates if c.is_file() and not c.is_symlink()), None)
 
-    @_guarded
+    @guarded
     def log_tail(self, run_id: str, lines: int = LOG_TAIL_LINES) -> str:
         path = self.log_path(run_id)
         return tail_file(path, lines) if path else ""
 
     # -- with the executors -----------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def reconcile(
         self,
         executors: Mapping[str, Executor],
@@ -553,7 +536,7 @@ class RunRegistry(SweepTable):
             status = dataclasses.replace(status, reason=reason or status.reason)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
 
-    @_guarded
+    @guarded
     def fetch_accounting(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None
                          ) -> dict[str, Any] | None:
         """The finished run's accounting record, asked of its executor once and kept; ``None`` until the
@@ -570,7 +553,7 @@ class RunRegistry(SweepTable):
             db.execute("UPDATE runs SET accounting=? WHERE id=?", (json.dumps(doc), run.id))
         return doc
 
-    @_guarded
+    @guarded
     def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
         """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
         run = self.get(run_id, user)

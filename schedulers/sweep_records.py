@@ -11,19 +11,17 @@ connection and transactions); orchestration (submit, rank, cancel) is :mod:`sche
 
 from __future__ import annotations
 
-import functools
 import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from core.errors import FlowTrainError
-from schedulers.registry_db import PRIVATE_DIR, sqlite_words
-from schedulers.run_records import LIST_COLUMNS, RegistryError, Run, run_from_row
+from schedulers.registry_db import PRIVATE_DIR
+from schedulers.run_records import LIST_COLUMNS, RegistryError, Run, guarded, run_from_row
 
 if TYPE_CHECKING:
     from schedulers.runs import RunRegistry
@@ -68,24 +66,10 @@ def _sweep_from_row(row: sqlite3.Row) -> Sweep:
                  created=row["created"], sweep_dir=Path(row["sweep_dir"]))
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _guarded(fn: _F) -> _F:
-    @functools.wraps(fn)
-    def wrapper(self: RunRegistry, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
 class SweepTable:
     """The sweep methods of :class:`~schedulers.runs.RunRegistry`."""
 
-    @_guarded
+    @guarded
     def create_sweep(self: RunRegistry, *, user: str, name: str, spec_json: str, sweep_json: str,
                      points: list[dict[str, Any]], scheduler: str, framework: str, parallelism: int, metric: str,
                      goal: str) -> Sweep:
@@ -105,12 +89,12 @@ class SweepTable:
             raise RegistryError(f"cannot create the sweep directory {directory}: {exc.strerror}") from exc
         return self.get_sweep(sweep_id)
 
-    @_guarded
+    @guarded
     def set_sweep_job(self: RunRegistry, sweep_id: str, job_id: str) -> None:
         with self._tx() as db:
             db.execute("UPDATE sweeps SET job_id=? WHERE id=?", (job_id, sweep_id))
 
-    @_guarded
+    @guarded
     def get_sweep(self: RunRegistry, sweep_id: str, user: str | None = None) -> Sweep:
         """One sweep; ``user`` given: only that user's (another's is "not found", as for runs)."""
         row = self._conn().execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
@@ -119,11 +103,11 @@ class SweepTable:
             raise SweepNotFound(f"no sweep {sweep_id!r}{who}; `python -m flowtrain sweeps` lists the sweeps")
         return _sweep_from_row(row)
 
-    @_guarded
+    @guarded
     def is_sweep(self: RunRegistry, sweep_id: str) -> bool:
         return self._conn().execute("SELECT 1 FROM sweeps WHERE id=?", (sweep_id,)).fetchone() is not None
 
-    @_guarded
+    @guarded
     def list_sweeps(self: RunRegistry, user: str | None = None, *, limit: int | None = None) -> list[Sweep]:
         """Newest first."""
         sql, params = "SELECT * FROM sweeps", []
@@ -136,7 +120,7 @@ class SweepTable:
             params.append(int(limit))
         return [_sweep_from_row(r) for r in self._conn().execute(sql, params)]
 
-    @_guarded
+    @guarded
     def sweep_runs(self: RunRegistry, sweep_id: str) -> list[Run]:
         """The sweep's points, in task order (without specs)."""
         rows = self._conn().execute(f"SELECT {LIST_COLUMNS} FROM runs WHERE sweep_id=? ORDER BY sweep_point",

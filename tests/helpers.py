@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -29,3 +31,24 @@ def wait_until(
         time.sleep(interval)
         last = predicate()
     return last
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair() -> int:
+    """A port p with p and p + 1 both free on loopback right now (two Keras workers' gRPC servers)."""
+    for _ in range(200):
+        base = random.randint(20_000, 60_000)
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + 1))
+            except OSError:
+                continue
+            return base
+    raise AssertionError("no two consecutive free ports on loopback")

@@ -10,7 +10,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from core.codegen import generate
 from core.load import load_spec
 from core.spec import PipelineSpec
 from core.zoo.builder import GraphBuilder
-from tests.helpers import wait_until
+from tests.helpers import free_port_pair, wait_until
 
 pytestmark = pytest.mark.frameworks
 
@@ -209,26 +208,12 @@ sys.exit(code)
 
 
 @pytest.mark.ddp
-def _free_port_pair() -> int:
-    """A port p with p and p + 1 both free on loopback right now (the two workers' gRPC servers)."""
-    for _ in range(200):
-        base = random.randint(20_000, 60_000)
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", base))
-                b.bind(("127.0.0.1", base + 1))
-            except OSError:
-                continue
-            return base
-    raise AssertionError("no two consecutive free ports on loopback")
-
-
 def test_two_workers_end_with_identical_weights(tmp_path: Path) -> None:
     """MultiWorkerMirroredStrategy from Slurm's variables (srun --ntasks 2 on one node), on CPU."""
     folder = program(small_spec(epochs=1), tmp_path / "ddp")
     (folder / "driver.py").write_text(DRIVER)
     job = str(random.randint(1, 19_000))
-    master_port = str(_free_port_pair() - 1)  # worker r listens on MASTER_PORT + 1 + r, as in the job script
+    master_port = str(free_port_pair() - 1)  # worker r listens on MASTER_PORT + 1 + r, as in the job script
     procs = []
     for rank in (0, 1):
         env = {**os.environ, "MASTER_PORT": master_port, "SLURM_JOB_ID": job,

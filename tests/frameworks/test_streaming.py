@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import subprocess
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from tests.frameworks.streaming import (
     write_jpegs,
     write_program,
 )
+from tests.helpers import free_port, free_port_pair
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.streaming]
 
@@ -123,12 +123,6 @@ def test_imagenet_template_trains_from_a_streamed_folder(name: str, framework: s
 # --------------------------------------------------------------------------- ranks take disjoint shares
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch_two_ranks(framework: str, folder: Path, out: Path) -> None:
     """Two local processes through the framework's own launcher (keras: Slurm's variables, as srun sets them)."""
     if framework == "torch":
@@ -156,20 +150,6 @@ def launch_two_ranks(framework: str, folder: Path, out: Path) -> None:
     logs = "".join(p.read_text(errors="replace")[-3000:] for p in sorted((out.parent / "launch").glob("workerlog.*")))
     for p, (stdout, stderr) in zip(procs, outputs):
         assert p.returncode == 0, stdout[-2000:] + stderr[-3000:] + logs
-
-
-def free_port_pair() -> int:
-    """A port p with p and p + 1 both free on loopback (the keras workers' gRPC servers)."""
-    for _ in range(200):
-        base = random.randint(20_000, 60_000)
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", base))
-                b.bind(("127.0.0.1", base + 1))
-            except OSError:
-                continue
-            return base
-    raise AssertionError("no two consecutive free ports on loopback")
 
 
 @pytest.mark.ddp

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 from core.codegen import generate
 from core.load import load_spec
 from core.spec import PipelineSpec
-from tests.helpers import wait_until
+from tests.helpers import free_port, wait_until
 
 pytestmark = pytest.mark.frameworks
 
@@ -266,12 +265,6 @@ code = train.main(sys.argv[1:])
 torch.save(models[0].state_dict(), f"params-rank{os.environ['RANK']}.pt")
 sys.exit(code)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def assert_same_parameters(folder: Path, world: int = 2) -> None:
