@@ -26,6 +26,11 @@
 # ports 100 apart never collide. Why each setting is there: see docs/devcluster.md. Must run as
 # root (slurmd does).
 set -euo pipefail
+# Configuration and module files are world-readable, as on a site: slurmrestd runs as another user and
+# Lmod's spider skips what others cannot read. The caller's umask may be the portal's or the CLI's 077
+# (a test session restarting the cluster); the secrets (munge and JWT keys, the database password)
+# are written under their own umask 077.
+umask 022
 
 STATE_DIR="${FLOWTRAIN_DEVCLUSTER_DIR:-/tmp/flowtrain-devcluster}"
 ETC="$STATE_DIR/etc"

@@ -45,15 +45,25 @@ def test_every_name_check_refuses_a_trailing_newline(tmp_path: Path) -> None:
 
 
 def _dollar_patterns(path: Path) -> list[str]:
-    """``re.compile``/``re.match``/``re.search`` calls in ``path`` whose pattern literal ends with ``$``."""
+    """``re.compile``/``re.match``/``re.search`` calls in ``path`` whose pattern literal ends with ``$``.
+
+    A pattern compiled with ``re.M`` scans many lines of a log for lines it recognises (``$`` is each
+    line's end there, by design); it validates no value, so it is not one of these.
+    """
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in {"compile", "match", "search"} and node.args
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-                and node.args[0].value.endswith("$") and not node.args[0].value.endswith("\\$")):
+                and node.args[0].value.endswith("$") and not node.args[0].value.endswith("\\$")
+                and not _multiline(node)):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return found
+
+
+def _multiline(call: ast.Call) -> bool:
+    flags = [ast.unparse(a) for a in call.args[1:]] + [ast.unparse(k.value) for k in call.keywords if k.arg == "flags"]
+    return any(name in flag for flag in flags for name in ("re.M", "re.MULTILINE"))
 
 
 def test_no_pattern_relies_on_dollar() -> None:

@@ -115,7 +115,8 @@ def test_the_choice_follows_where_a_frameworks_module_exists(probed: tuple[Path,
     paddle = plan(mlp(), scheduler="slurm", framework="paddle", executors=executors, reports=reports)
     assert (paddle.partition, paddle.module) == ("gpu", next(r.environment.module for r in reports
                                                              if r.environment.name.startswith("gpu:paddle")))
-    assert f"from module {paddle.module}" in paddle.reasons[1]
+    # the reasons: the choice, each framework's time to result, then one line per candidate (the chosen first)
+    assert paddle.reasons[2].startswith("  - paddle on gpu") and f"from module {paddle.module}" in paddle.reasons[2]
     assert any(line.startswith("  - paddle on cpu: not installed") for line in paddle.reasons)
     torch = plan(mlp(), scheduler="slurm", framework="torch", executors=executors, reports=reports)
     assert torch.partition == "cpu" and torch.module is not None and torch.module.startswith("torch/")
