@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import asdict
 
-from cli.runs import FRAMEWORK_CHOICES, SCHEDULER_HELP, _scheduler_errors, _table
+from cli.common import FRAMEWORK_CHOICES, SCHEDULER_HELP, scheduler_errors, text_table
 from core.load import load_spec
 from core.validate import validate
 from schedulers.calibration import CalibrationFailed, calibrate_selection, failures
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto", help="only this framework")
     p.add_argument("--force", action="store_true", help="measure again even where a fresh measurement is cached")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=_scheduler_errors(cmd_calibrate))
+    p.set_defaults(handler=scheduler_errors(cmd_calibrate))
 
     p = sub.add_parser("speeds", help="the cached speed measurements (newest first)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -53,7 +53,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         rows = [(r.framework, r.partition, r.environment, f"{r.samples_per_s:,.0f}" if r.samples_per_s else "-",
                  f"{r.step_s * 1000:.1f}" if r.step_s else "-", r.job_id or "-", r.outcome) for r in results]
-        print(_table(rows, ("FRAMEWORK", "PARTITION", "ENVIRONMENT", "SAMPLES/S", "STEP MS", "JOB", "OUTCOME")))
+        print(text_table(rows, ("FRAMEWORK", "PARTITION", "ENVIRONMENT", "SAMPLES/S", "STEP MS", "JOB", "OUTCOME")))
         print("\n".join(after.reasons[:2]))
     failed = failures(results)
     if failed and not any(r.outcome != "failed" for r in results):
@@ -75,6 +75,6 @@ def cmd_speeds(args: argparse.Namespace) -> int:
     rows = [(m.framework, m.version, m.environment, m.partition, f"{m.samples_per_s:,.0f}", f"{m.step_s * 1000:.1f}",
              m.scheduler + ":" + m.job_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(m.measured_at)),
              m.hardware[:40]) for m in measurements]
-    print(_table(rows, ("FRAMEWORK", "VERSION", "ENVIRONMENT", "PARTITION", "SAMPLES/S", "STEP MS", "JOB", "MEASURED",
+    print(text_table(rows, ("FRAMEWORK", "VERSION", "ENVIRONMENT", "PARTITION", "SAMPLES/S", "STEP MS", "JOB", "MEASURED",
                         "NODES")))
     return 0

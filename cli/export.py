@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.runs import ADMIN_HELP
+from cli.common import ADMIN_HELP
 from core.errors import CommandError
 from core.load import load_spec
 from core.validate import validate

@@ -9,19 +9,25 @@ administrators named in ``[auth] admins`` (:func:`settings.access.acting_user`).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import shutil
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from core.errors import CommandError, FlowTrainError
+from cli.common import (
+    ADMIN_HELP,
+    FRAMEWORK_CHOICES,
+    SCHEDULER_HELP,
+    command_user,
+    local_time,
+    reconcile_quietly,
+    scheduler_errors,
+    text_table,
+    with_epochs,
+)
+from core.errors import CommandError
 from core.frameworks import FRAMEWORKS
-from core.load import load_spec, spec_from_dict
-from core.spec import PipelineSpec
+from core.load import load_spec
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
@@ -29,51 +35,21 @@ from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_
 from schedulers.model_export import export_note
 from schedulers.runs import Run, RunRegistry, StateChange, tail_file
 from settings import SCHEDULERS, Settings, load_settings
-from settings.access import acting_user, listing_user
+from settings.access import listing_user
 
-FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
-SCHEDULER_HELP = "default: FLOWTRAIN_SCHEDULER, else the settings file (FLOWTRAIN_CONFIG), else local"
 CALIBRATE_HELP = ("first run calibration jobs where no fresh speed measurement is cached (default: the setting "
                   "[selector] calibrate, FLOWTRAIN_CALIBRATE)")
-
-
-class SchedulerUnavailable(FlowTrainError):
-    """A scheduler could not be reached or refused the request (wraps SchedulerError for the CLI)."""
-
-    exit_code = 3
-
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-def _scheduler_errors(fn: Handler) -> Handler:
-    @functools.wraps(fn)
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except SchedulerError as exc:
-            raise SchedulerUnavailable(str(exc)) from None
-
-    return wrapper
-
-
-def _user(settings: Settings, args: argparse.Namespace) -> str:
-    """The OS user, or ``--user`` for an administrator."""
-    return acting_user(settings, args.user)
-
-
-ADMIN_HELP = "act for this user (administrators in [auth] admins only; default: you)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("frameworks", help="frameworks (version, CUDA/CPU build) of each execution environment")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--refresh", action="store_true", help="probe again instead of using the cache")
-    p.set_defaults(handler=_scheduler_errors(cmd_frameworks))
+    p.set_defaults(handler=scheduler_errors(cmd_frameworks))
 
     p = sub.add_parser("accounts", help="the Slurm accounts and QoS you may use (from slurmdbd)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=_scheduler_errors(cmd_accounts))
+    p.set_defaults(handler=scheduler_errors(cmd_accounts))
 
     p = sub.add_parser("select", help="which framework and partition would run SPEC, and why")
     p.add_argument("spec")
@@ -81,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--framework", choices=FRAMEWORK_CHOICES, default="auto")
     p.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=_scheduler_errors(cmd_select))
+    p.set_defaults(handler=scheduler_errors(cmd_select))
 
     p = sub.add_parser("run", help="generate SPEC's program, submit it and record the run")
     p.add_argument("spec")
@@ -95,38 +71,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--epochs", type=int, default=None, help="override training.epochs")
     p.add_argument("--max-steps", type=int, default=None, help="passed to train.py: stop after N optimizer steps")
     p.add_argument("--json", action="store_true", help="print the run as JSON at the end")
-    p.set_defaults(handler=_scheduler_errors(cmd_run))
+    p.set_defaults(handler=scheduler_errors(cmd_run))
 
     p = sub.add_parser("runs", help="list runs, newest first")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--all-users", action="store_true", help="every user's runs (administrators only)")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_scheduler_errors(cmd_runs))
+    p.set_defaults(handler=scheduler_errors(cmd_runs))
 
     p = sub.add_parser("status", help="one run: state, history, metrics, artifacts; or a sweep's points, ranked")
     p.add_argument("run")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_scheduler_errors(cmd_status))
+    p.set_defaults(handler=scheduler_errors(cmd_status))
 
     p = sub.add_parser("logs", help="the run's combined stdout/stderr")
     p.add_argument("run")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
-    p.set_defaults(handler=_scheduler_errors(cmd_logs))
+    p.set_defaults(handler=scheduler_errors(cmd_logs))
 
     p = sub.add_parser("fetch", help="copy one file of a run (as `status` lists it) out of its directory")
     p.add_argument("run")
     p.add_argument("path", help="the file's path inside the run directory, e.g. model/model.pt")
     p.add_argument("--out", default=None, help="where to write it (default: its name, in this folder)")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
-    p.set_defaults(handler=_scheduler_errors(cmd_fetch))
+    p.set_defaults(handler=scheduler_errors(cmd_fetch))
 
     p = sub.add_parser("cancel", help="stop a run (SIGTERM: it checkpoints, then ends), or every point of a sweep")
     p.add_argument("run")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
-    p.set_defaults(handler=_scheduler_errors(cmd_cancel))
+    p.set_defaults(handler=scheduler_errors(cmd_cancel))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -141,43 +117,12 @@ def _executors(registry: RunRegistry) -> Executors:
     return Executors(registry.home)
 
 
-def _reconcile_quietly(registry: RunRegistry, executors: Executors, **kw: Any) -> None:
-    """Refresh states; a scheduler that cannot be asked is a warning here (the registry still shows
-    the last known state), never a silent success."""
-    report = registry.reconcile(executors, **kw)
-    for err in report.errors:
-        print(f"warning: states not refreshed: {err}", file=sys.stderr)
-
-
-def _age(t: float | None) -> str:
-    if t is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
 def _dur(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
-
-
-def _with_epochs(spec: PipelineSpec, epochs: int | None) -> PipelineSpec:
-    if epochs is None:
-        return spec
-    if epochs < 1:
-        raise CommandError(f"--epochs {epochs}: expected a positive number of epochs")
-    doc = spec.model_dump(mode="json")
-    doc["training"]["epochs"] = epochs
-    return spec_from_dict(doc)
 
 
 def _exit_words(run: Run) -> str:
@@ -210,11 +155,11 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
             note = "" if info.installed else (info.error.splitlines()[0][:70] if info.error else "not installed")
             extra = f" (tf {info.backend_version})" if info.backend_version else ""
             rows.append((env.name, fw, (info.version or "-") + extra, info.build, where, note))
-    print(_table(rows, ("ENVIRONMENT", "FRAMEWORK", "VERSION", "BUILD", "WHERE", "NOTE")))
+    print(text_table(rows, ("ENVIRONMENT", "FRAMEWORK", "VERSION", "BUILD", "WHERE", "NOTE")))
     for rep in reports:
         cached = "cached" if rep.from_cache else "probed"
         py = f"Python {rep.python_version}" if rep.python_version else "Python ?"
-        print(f"{rep.environment.name}: {rep.environment.python} ({py}; {cached} {_age(rep.probed_at)})")
+        print(f"{rep.environment.name}: {rep.environment.python} ({py}; {cached} {local_time(rep.probed_at)})")
     return 0
 
 
@@ -230,7 +175,7 @@ def cmd_accounts(args: argparse.Namespace) -> int:
         return 0
     rows = [(a, "yes" if a == acct.default_account else "", ", ".join(acct.qos_of(a))) for a in acct.accounts]
     print(f"Slurm user {acct.user} on cluster {acct.cluster}:")
-    print(_table(rows, ("ACCOUNT", "DEFAULT", "QOS (default first)")) if rows else "  no associations")
+    print(text_table(rows, ("ACCOUNT", "DEFAULT", "QOS (default first)")) if rows else "  no associations")
     return 0
 
 
@@ -249,8 +194,8 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    user = _user(settings, args)
-    spec = _with_epochs(load_spec(args.spec), args.epochs)
+    user = command_user(settings, args)
+    spec = with_epochs(load_spec(args.spec), args.epochs)
     registry = RunRegistry(home=settings.home)
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
@@ -271,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
 
     def show(change: StateChange) -> None:
-        print(f"{_age(change.time)}  {change.state}" + (f"  {change.detail}" if change.detail else ""), file=out)
+        print(f"{local_time(change.time)}  {change.state}" + (f"  {change.detail}" if change.detail else ""), file=out)
 
     run = wait_for_run(registry, run.id, executors, timeout_s=args.timeout, on_change=show)
     registry.sync_metrics(run.id)
@@ -304,7 +249,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     settings = load_settings()
     user = listing_user(settings, args.user, all_users=args.all_users)
     registry = _registry(settings)
-    _reconcile_quietly(registry, _executors(registry), user=user)
+    reconcile_quietly(registry, _executors(registry), user=user)
     runs = registry.list_runs(user, limit=args.limit)
     if args.json:
         print(json.dumps([r.to_dict() for r in runs], indent=2))
@@ -312,25 +257,25 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = [(r.id, r.user, r.name[:30], r.framework, r.scheduler + (f":{r.partition}" if r.scheduler != "local" else ""),
              r.job_id or "-", r.state.value + (f" ({_exit_words(r)})" if r.is_final and _exit_words(r)
                                                and r.state != RunState.COMPLETED else ""),
-             _age(r.created), _dur(r.duration),
+             local_time(r.created), _dur(r.duration),
              f"{r.sweep_id} #{r.sweep_point}" if r.sweep_id else "-") for r in runs]
     if not rows:
         print("no runs" + (f" for user {user}" if user else ""))
         return 0
-    print(_table(rows, ("RUN", "USER", "NAME", "FRAMEWORK", "WHERE", "JOB", "STATE", "CREATED", "TIME", "SWEEP")))
+    print(text_table(rows, ("RUN", "USER", "NAME", "FRAMEWORK", "WHERE", "JOB", "STATE", "CREATED", "TIME", "SWEEP")))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings = load_settings()
-    user = _user(settings, args)
+    user = command_user(settings, args)
     registry = _registry(settings)
     if registry.is_sweep(args.run):
         from cli import sweeps
 
         return sweeps.status(registry, args.run, user, args.json)
     registry.get(args.run, user)  # ownership first: "not found" for another user's run
-    _reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
+    reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
     registry.sync_metrics(args.run)
     try:
         registry.fetch_accounting(args.run, _executors(registry), user)
@@ -356,13 +301,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  framework  {run.framework}  scheduler {run.scheduler}"
           + (f"  partition {run.partition}" if run.scheduler != "local" else "") + f"  job {run.job_id or '-'}")
     print(f"  directory  {run.run_dir}")
-    print(f"  created {_age(run.created)}  started {_age(run.started)}  ended {_age(run.ended)}  "
+    print(f"  created {local_time(run.created)}  started {local_time(run.started)}  ended {local_time(run.ended)}  "
           f"time {_dur(run.duration)}")
     if run.accounting:
         print("  sacct      " + record_words(run.accounting))
     print("history:")
     for h in history:
-        print(f"  {_age(h.time)}  {h.state:<9}  {h.detail}")
+        print(f"  {local_time(h.time)}  {h.state:<9}  {h.detail}")
     if last:
         print("last metrics:")
         for rec in last:
@@ -381,7 +326,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     settings = load_settings()
     registry = _registry(settings)
-    run = registry.get(args.run, _user(settings, args))
+    run = registry.get(args.run, command_user(settings, args))
     path = registry.log_path(run.id)
     if path is None:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
@@ -401,7 +346,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     """One artifact, copied in 1 MiB pieces (files of any size: the portal offers only small ones)."""
     settings = load_settings()
     registry = _registry(settings)
-    run = registry.get(args.run, _user(settings, args))
+    run = registry.get(args.run, command_user(settings, args))
     out = Path(args.out) if args.out else Path(Path(args.path).name)
     with registry.open_artifact(run.id, args.path) as src:
         try:
@@ -423,7 +368,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     settings = load_settings()
-    user = _user(settings, args)
+    user = command_user(settings, args)
     registry = _registry(settings)
     if registry.is_sweep(args.run):
         from cli import sweeps

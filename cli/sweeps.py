@@ -11,16 +11,16 @@ import json
 import sys
 from typing import TextIO
 
-from cli.runs import (
+from cli.common import (
     ADMIN_HELP,
     FRAMEWORK_CHOICES,
     SCHEDULER_HELP,
-    _age,
-    _reconcile_quietly,
-    _scheduler_errors,
-    _table,
-    _user,
-    _with_epochs,
+    command_user,
+    local_time,
+    reconcile_quietly,
+    scheduler_errors,
+    text_table,
+    with_epochs,
 )
 from core.load import load_spec
 from core.sweep import expand_sweep, load_sweep
@@ -47,14 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--epochs", type=int, default=None, help="override training.epochs")
     p.add_argument("--max-steps", type=int, default=None, help="passed to train.py: stop after N optimizer steps")
     p.add_argument("--json", action="store_true", help="print the sweep and its points as JSON at the end")
-    p.set_defaults(handler=_scheduler_errors(cmd_sweep))
+    p.set_defaults(handler=scheduler_errors(cmd_sweep))
 
     p = sub.add_parser("sweeps", help="list sweeps, newest first")
     p.add_argument("--user", default=None, help=ADMIN_HELP)
     p.add_argument("--all-users", action="store_true", help="every user's sweeps (administrators only)")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_scheduler_errors(cmd_sweeps))
+    p.set_defaults(handler=scheduler_errors(cmd_sweeps))
 
 
 def _num(value: float | None) -> str:
@@ -86,7 +86,7 @@ def show_sweep(registry: RunRegistry, sweep: Sweep, as_json: bool, out: TextIO |
     table = [("*" if r.best else "", str(r.point), *(_value(r.values[p]) for p in paths), r.run.state.value,
               _num(r.score), r.run.id) for r in rows]
     header = ("BEST", "POINT", *paths, "STATE", f"{sweep.metric} ({sweep.goal})", "RUN")
-    print(_table(table, header), file=stream)
+    print(text_table(table, header), file=stream)
     best = next((r for r in rows if r.best), None)
     if best is not None:
         print(f"best: point {best.point} ({', '.join(f'{p}={_value(best.values[p])}' for p in paths)}) with "
@@ -95,8 +95,8 @@ def show_sweep(registry: RunRegistry, sweep: Sweep, as_json: bool, out: TextIO |
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     settings = load_settings()
-    user = _user(settings, args)
-    spec = _with_epochs(load_spec(args.spec), args.epochs)
+    user = command_user(settings, args)
+    spec = with_epochs(load_spec(args.spec), args.epochs)
     sweep = load_sweep(args.sweep)
     out = sys.stderr if args.json else sys.stdout
     if args.check:
@@ -120,7 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
 
     def show(change: StateChange) -> None:
-        print(f"{_age(change.time)}  {change.run_id}  {change.state}" + (f"  {change.detail}" if change.detail else ""),
+        print(f"{local_time(change.time)}  {change.run_id}  {change.state}" + (f"  {change.detail}" if change.detail else ""),
               file=out)
 
     runs = wait_for_sweep(registry, record.id, executors, timeout_s=args.timeout, on_change=show)
@@ -138,7 +138,7 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     settings = load_settings()
     user = listing_user(settings, args.user, all_users=args.all_users)
     registry = RunRegistry(home=settings.home)
-    _reconcile_quietly(registry, Executors(registry.home), user=user)
+    reconcile_quietly(registry, Executors(registry.home), user=user)
     sweeps = registry.list_sweeps(user, limit=args.limit)
     if args.json:
         print(json.dumps([sweep_doc(registry, s) for s in sweeps], indent=2))
@@ -152,8 +152,8 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         best = next((r for r in ranked if r.best), None)
         states = ", ".join(f"{n} {st}" for st, n in sweep_counts([r.run for r in ranked]).items())
         rows.append((s.id, s.user, s.name[:30], s.scheduler, s.job_id or "-", str(len(s.points)), states,
-                     f"{s.metric} {_num(best.score)} (point {best.point})" if best else "-", _age(s.created)))
-    print(_table(rows, ("SWEEP", "USER", "NAME", "WHERE", "JOB", "POINTS", "STATES", "BEST", "CREATED")))
+                     f"{s.metric} {_num(best.score)} (point {best.point})" if best else "-", local_time(s.created)))
+    print(text_table(rows, ("SWEEP", "USER", "NAME", "WHERE", "JOB", "POINTS", "STATES", "BEST", "CREATED")))
     return 0
 
 
@@ -169,6 +169,6 @@ def cancel(registry: RunRegistry, sweep_id: str, user: str) -> int:
 def status(registry: RunRegistry, sweep_id: str, user: str, as_json: bool) -> int:
     """``status SWEEP``: the points, refreshed, as a table sorted by the sweep's metric."""
     sweep = registry.get_sweep(sweep_id, user)
-    _reconcile_quietly(registry, Executors(registry.home), run_ids=[r.id for r in registry.sweep_runs(sweep.id)])
+    reconcile_quietly(registry, Executors(registry.home), run_ids=[r.id for r in registry.sweep_runs(sweep.id)])
     show_sweep(registry, sweep, as_json)
     return 0
