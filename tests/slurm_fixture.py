@@ -78,11 +78,17 @@ class DevCluster:
         """``scontrol requeue`` a running ``--requeue`` job and let it start again at once.
 
         Waits until the old run has been cleaned up (the controller shows the job COMPLETING meanwhile,
-        and a start time set then is overwritten), then sets its start time to now.
+        and a start time set then is overwritten), then until the clock has entered the next second,
+        then sets its start time to now. The requeue revoked the job's credential on its node, and
+        slurmd compares credential times in whole seconds (``cred->ctime <= j->revoked``): a restart
+        within the revoking second is killed as "Job credential revoked" and ends FAILED, exit 1.
         """
         self.commands.run(["scontrol", "requeue", job_id])
         wait_until(lambda: (job := self.commands.show_job(job_id)) is not None and job.slurm_state == "PENDING",
                    timeout=timeout_s, message=f"job {job_id} to be PENDING after the requeue")
+        revoked_by = int(time.time())  # the revocation happened before the job showed PENDING
+        wait_until(lambda: int(time.time()) > revoked_by, timeout=2.0, interval=0.05,
+                   message="the clock to leave the second in which the credential was revoked")
         self.update_job(job_id, StartTime="now")
 
 
