@@ -19,19 +19,24 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.errors import FlowTrainError
 from core.spec import PipelineSpec
 from core.validate import Analysis
-from schedulers.base import JobRequest, Resources, SchedulerError
+from schedulers.base import Executor, JobRequest, Resources, SchedulerError
 from schedulers.run_files import read_result, tail_file
 from schedulers.selector import Candidate, Selection
 from schedulers.speed import Measurement, SpeedCache, speed_key, stale_reason, train_macs_per_sample
 from settings import Settings
 
-if TYPE_CHECKING:  # launch imports this module lazily
-    from schedulers.launch import Executors
+
+class ExecutorSource(Protocol):
+    """What calibration needs of :class:`schedulers.launch.Executors` (which calls this module): a
+    fresh executor per candidate. A protocol, so that this module does not import launch back."""
+
+    def make(self, scheduler: str, python: str | None = None) -> Executor: ...
+
 
 JOB_PREFIX = "ft-calibrate"
 POLL_S = 0.5
@@ -73,7 +78,7 @@ def calibrate_selection(
     selection: Selection,
     *,
     scheduler: str,
-    executors: Executors,
+    executors: ExecutorSource,
     settings: Settings,
     force: bool = False,
     on_event: Callable[[str], Any] | None = None,
@@ -130,7 +135,7 @@ def run_calibration(
     resources: Resources,
     *,
     scheduler: str,
-    executors: Executors,
+    executors: ExecutorSource,
     settings: Settings,
 ) -> Measurement:
     """Generate the program into the calibration folder, submit it with ``--calibrate``, wait for it,

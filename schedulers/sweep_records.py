@@ -15,16 +15,15 @@ import json
 import secrets
 import sqlite3
 import time
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.registry_db import PRIVATE_DIR
 from schedulers.run_records import LIST_COLUMNS, RegistryError, Run, guarded, run_from_row
-
-if TYPE_CHECKING:
-    from schedulers.runs import RunRegistry
 
 
 class SweepNotFound(FlowTrainError):
@@ -66,11 +65,22 @@ def _sweep_from_row(row: sqlite3.Row) -> Sweep:
                  created=row["created"], sweep_dir=Path(row["sweep_dir"]))
 
 
-class SweepTable:
-    """The sweep methods of :class:`~schedulers.runs.RunRegistry`."""
+class SweepTable(ABC):
+    """The sweep methods of :class:`~schedulers.runs.RunRegistry`, which provides the registry's home,
+    its connection and its transactions (declared here, so that this module needs nothing of runs)."""
+
+    home: Path
+
+    @abstractmethod
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection to the registry database."""
+
+    @abstractmethod
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
 
     @guarded
-    def create_sweep(self: RunRegistry, *, user: str, name: str, spec_json: str, sweep_json: str,
+    def create_sweep(self, *, user: str, name: str, spec_json: str, sweep_json: str,
                      points: list[dict[str, Any]], scheduler: str, framework: str, parallelism: int, metric: str,
                      goal: str) -> Sweep:
         """Insert a sweep and make its directory ``<home>/sweeps/<id>`` (0700, the array's job script)."""
@@ -90,12 +100,12 @@ class SweepTable:
         return self.get_sweep(sweep_id)
 
     @guarded
-    def set_sweep_job(self: RunRegistry, sweep_id: str, job_id: str) -> None:
+    def set_sweep_job(self, sweep_id: str, job_id: str) -> None:
         with self._tx() as db:
             db.execute("UPDATE sweeps SET job_id=? WHERE id=?", (job_id, sweep_id))
 
     @guarded
-    def get_sweep(self: RunRegistry, sweep_id: str, user: str | None = None) -> Sweep:
+    def get_sweep(self, sweep_id: str, user: str | None = None) -> Sweep:
         """One sweep; ``user`` given: only that user's (another's is "not found", as for runs)."""
         row = self._conn().execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
         if row is None or (user is not None and row["user"] != user):
@@ -104,11 +114,11 @@ class SweepTable:
         return _sweep_from_row(row)
 
     @guarded
-    def is_sweep(self: RunRegistry, sweep_id: str) -> bool:
+    def is_sweep(self, sweep_id: str) -> bool:
         return self._conn().execute("SELECT 1 FROM sweeps WHERE id=?", (sweep_id,)).fetchone() is not None
 
     @guarded
-    def list_sweeps(self: RunRegistry, user: str | None = None, *, limit: int | None = None) -> list[Sweep]:
+    def list_sweeps(self, user: str | None = None, *, limit: int | None = None) -> list[Sweep]:
         """Newest first."""
         sql, params = "SELECT * FROM sweeps", []
         if user is not None:
@@ -121,7 +131,7 @@ class SweepTable:
         return [_sweep_from_row(r) for r in self._conn().execute(sql, params)]
 
     @guarded
-    def sweep_runs(self: RunRegistry, sweep_id: str) -> list[Run]:
+    def sweep_runs(self, sweep_id: str) -> list[Run]:
         """The sweep's points, in task order (without specs)."""
         rows = self._conn().execute(f"SELECT {LIST_COLUMNS} FROM runs WHERE sweep_id=? ORDER BY sweep_point",
                                     (sweep_id,))
