@@ -193,6 +193,11 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _processes(r: Resources) -> int:
+    """The job's processes: one per GPU, else one per task."""
+    return r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
+
+
 class LocalExecutor:
     """Subprocesses on this machine, queued by CPUs/GPUs; state in files so restarts lose nothing.
 
@@ -314,7 +319,7 @@ class LocalExecutor:
             raise SchedulerError(f"run directory {run_dir} does not exist; generate the program into it first")
         if not (run_dir / request.script).is_file():
             raise SchedulerError(f"{run_dir / request.script} does not exist; generate the program first")
-        procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
+        procs = _processes(r)
         cpus = r.cpus_per_task * max(procs, 1)
         if r.nodes != 1:
             raise SchedulerError(f"the local executor runs on one machine; the job asks for {r.nodes} nodes. "
@@ -493,8 +498,7 @@ class LocalExecutor:
         return started
 
     def _command(self, job: LocalJob) -> list[str]:
-        r = Resources(**job.resources)
-        procs = r.gpus_per_node if r.gpus_per_node > 0 else r.tasks_per_node
+        procs = _processes(Resources(**job.resources))
         prog = [job.script, *job.args]
         if procs > 1 and job.framework == "torch":
             return [job.python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}", *prog]
@@ -512,6 +516,11 @@ class LocalExecutor:
         env["PYTHONUNBUFFERED"] = "1"
         env["FLOWTRAIN_JOB_ID"] = job.job_id
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, job.gpu_ids))
+        if not job.gpu_ids and job.framework == "paddle" and _processes(Resources(**job.resources)) > 1:
+            # paddle.distributed.launch reads a set CUDA_VISIBLE_DEVICES, even an empty one, as GPU
+            # labels (here one, "") and fails with an IndexError for a second process; left unset, it
+            # finds no GPU on a host without one and runs its CPU workers over gloo.
+            del env["CUDA_VISIBLE_DEVICES"]
         kick = {"argv": [sys.executable, "-m", "schedulers.local", "kick", str(self.state_dir),
                          "--cpus", str(self.cpus), "--gpus", str(self.gpus),
                          "--kill-after", str(self.kill_after_s), "--max-requeues", str(self.max_requeues)],

@@ -385,3 +385,27 @@ def test_a_jobs_files_are_private_whatever_the_callers_umask(executor: LocalExec
     assert modes == {"checkpoints": 0o700, "checkpoints/ckpt-1.npz": 0o600, "metrics.jsonl": 0o600,
                      "run.log": 0o600}, {k: oct(v) for k, v in modes.items()}
 
+
+
+PADDLE_RANKS = """import json, os
+import paddle.distributed as dist
+dist.init_parallel_env()
+with open(f"rank-{dist.get_rank()}.json", "w") as fh:
+    json.dump({"world": dist.get_world_size(), "gpus_label": os.environ.get("CUDA_VISIBLE_DEVICES")}, fh)
+"""
+
+
+@pytest.mark.frameworks
+@pytest.mark.ddp
+def test_paddle_runs_two_cpu_processes(executor: LocalExecutor, tmp_path: Path) -> None:
+    """paddle.distributed.launch took an empty CUDA_VISIBLE_DEVICES for one GPU label and failed with an
+    IndexError on its second process; a CPU job's two processes now start and form one group."""
+    req = make_job(tmp_path, "paddle2", program=PADDLE_RANKS)
+    req = JobRequest(run_dir=req.run_dir, name="paddle2", framework="paddle",
+                     resources=Resources(cpus_per_task=1, tasks_per_node=2))
+    job_id = executor.submit(req)
+    wait_state(executor, job_id, *(s for s in RunState if s.is_final), timeout=240)
+    log = (Path(req.run_dir) / "run.log").read_text()
+    assert state_of(executor, job_id) is RunState.COMPLETED, log[-3000:]
+    ranks = {p.name: json.loads(p.read_text()) for p in Path(req.run_dir).glob("rank-*.json")}
+    assert ranks == {"rank-0.json": {"world": 2, "gpus_label": None}, "rank-1.json": {"world": 2, "gpus_label": None}}
