@@ -211,6 +211,12 @@ class Streamed:
         return _preprocess(self.read(np.atleast_1d(rows)), None, self.fitted)
 
 
+def _why(exc: BaseException) -> str:
+    """A library's error as part of a one-line DataError: whitespace runs become one space, and
+    characters that cannot be shown become "?" (a damaged file's bytes end up in some messages)."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(str(exc).split()))
+
+
 def _streams(source: Streamed) -> bool:
     """Whether the source stays on disk (read per batch) instead of all being loaded first."""
     decoded = len(source) * int(np.prod(INPUT_SHAPE)) * np.dtype(INPUT_DTYPE).itemsize
@@ -258,8 +264,12 @@ def _decode_image(file: object, where: str, fix: str = IMAGE_FIX) -> np.ndarray:
         with Image.open(file) as opened:
             opened.load()  # decode now: a truncated file fails here, not in the middle of a batch
             image = opened.convert(IMAGE_MODES[channels])
+    except (FileNotFoundError, PermissionError) as exc:
+        raise DataError(f"{where}: cannot open the file ({exc.strerror}); it was moved or deleted after the "
+                        "run listed the folder, or the run's user may not read it: put it back or make it "
+                        "readable") from exc
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(f"{where}: cannot read the image ({' '.join(str(exc).split())}); {fix}") from exc
+        raise DataError(f"{where}: cannot read the image ({_why(exc)}); {fix}") from exc
     if LOAD_SIZE is not None:
         image = image.resize((width, height), Image.Resampling.BILINEAR)
     elif image.size != (width, height):
