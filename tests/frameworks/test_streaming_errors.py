@@ -86,7 +86,7 @@ def test_a_damaged_sample_mid_epoch_ends_the_run_with_one_line_naming_it(fmt: st
 
 @pytest.mark.parametrize("framework", ["torch"])
 def test_flowtrain_status_shows_the_damaged_file_as_the_reason(framework: str, tmp_path: Path) -> None:
-    """Through the command line, the local executor and the run registry."""
+    """Through the command line, the local executor and the run registry: the reason and the log's last line."""
     damaged = folder_with_a_truncated_jpeg(tmp_path / "images")
     spec = tmp_path / "spec.json"
     doc = streamed_spec(tmp_path / "images", "image_folder", framework).model_dump(mode="json")
@@ -101,3 +101,5 @@ def test_flowtrain_status_shows_the_damaged_file_as_the_reason(framework: str, t
     assert "Traceback" not in run_.reason
     shown = flowtrain(env, "status", run_.id).stdout
     assert f"reason     {run_.reason}" in shown, shown
+    last = flowtrain(env, "logs", run_.id, "--tail", "1").stdout
+    assert last.startswith(f"error: {damaged}: cannot read the image (") and run_.reason.endswith(last.strip().removeprefix("error: "))
