@@ -101,5 +101,6 @@ def test_flowtrain_status_shows_the_damaged_file_as_the_reason(framework: str, t
     assert "Traceback" not in run_.reason
     shown = flowtrain(env, "status", run_.id).stdout
     assert f"reason     {run_.reason}" in shown, shown
-    last = flowtrain(env, "logs", run_.id, "--tail", "1").stdout
-    assert last.startswith(f"error: {damaged}: cannot read the image (") and run_.reason.endswith(last.strip().removeprefix("error: "))
+    last = flowtrain(env, "logs", run_.id, "--tail", "1").stdout.strip()
+    assert last.startswith(f"error: {damaged}: cannot read the image (")
+    assert run_.reason.endswith(last.removeprefix("error: "))
