@@ -215,7 +215,9 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     for key, value in result.to_spec_fields().items():
         ed.set_field("data", (key,), "auto" if key == "format" and value == "builtin" else value)
     # built-ins know their classes; a file's detected classes are recorded (the user may override them)
-    ed.set_field("data", ("num_classes",), None if datasets.builtin(source) else result.num_classes)
+    # when the probe read every label: a count from the first rows is a lower bound, shown in the detail
+    counted = result.num_classes if result.classes_exact else None
+    ed.set_field("data", ("num_classes",), None if datasets.builtin(source) else counted)
     st.session_state["editor.probe"] = ("info", result.detail)
 
 

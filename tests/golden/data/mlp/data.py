@@ -9,6 +9,7 @@ training split only. Augmentation is applied by train.py with the framework's ow
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +38,24 @@ IGNORED_COLUMNS: list[str] = []
 
 class DataError(Exception):
     """The data cannot be used; the message names the file, row or column and how to fix it."""
+
+
+# how a DataError's line reads inside the message of the exception a framework re-raises it as
+_DATA_ERROR_LINE = re.compile(r"(?:^|[\s.:'\"])DataError: (?P<message>.+?)\s*$", re.MULTILINE)
+
+
+def data_error(exc: BaseException) -> DataError | None:
+    """The DataError behind ``exc``: ``exc`` itself, its cause, or one raised while a loader read a
+    batch in another process or thread. torch and paddle DataLoader workers re-raise it in the main
+    process as a new exception whose message is the worker's traceback, and tf.data wraps a
+    numpy_function's error in its own; their last "DataError: ..." line is the message."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, DataError):
+        seen = seen.__cause__ or seen.__context__
+    if seen is not None and "\n" not in str(seen):
+        return seen  # raised in this process: its message is the one line
+    found = [m.group("message") for m in _DATA_ERROR_LINE.finditer(str(seen or exc))]
+    return DataError(found[-1]) if found else seen
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,24 @@ IGNORED_COLUMNS: list[str] = []
 
 class DataError(Exception):
     """The data cannot be used; the message names the file, row or column and how to fix it."""
+
+
+# how a DataError's line reads inside the message of the exception a framework re-raises it as
+_DATA_ERROR_LINE = re.compile(r"(?:^|[\s.:'\"])DataError: (?P<message>.+?)\s*$", re.MULTILINE)
+
+
+def data_error(exc: BaseException) -> DataError | None:
+    """The DataError behind ``exc``: ``exc`` itself, its cause, or one raised while a loader read a
+    batch in another process or thread. torch and paddle DataLoader workers re-raise it in the main
+    process as a new exception whose message is the worker's traceback, and tf.data wraps a
+    numpy_function's error in its own; their last "DataError: ..." line is the message."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, DataError):
+        seen = seen.__cause__ or seen.__context__
+    if seen is not None and "\n" not in str(seen):
+        return seen  # raised in this process: its message is the one line
+    found = [m.group("message") for m in _DATA_ERROR_LINE.finditer(str(seen or exc))]
+    return DataError(found[-1]) if found else seen
 
 
 @dataclass
@@ -192,6 +211,12 @@ class Streamed:
         return _preprocess(self.read(np.atleast_1d(rows)), None, self.fitted)
 
 
+def _why(exc: BaseException) -> str:
+    """A library's error as part of a one-line DataError: whitespace runs become one space, and
+    characters that cannot be shown become "?" (a damaged file's bytes end up in some messages)."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(str(exc).split()))
+
+
 def _streams(source: Streamed) -> bool:
     """Whether the source stays on disk (read per batch) instead of all being loaded first."""
     decoded = len(source) * int(np.prod(INPUT_SHAPE)) * np.dtype(INPUT_DTYPE).itemsize
@@ -216,6 +241,8 @@ def _stream_splits(source: Streamed) -> dict[str, Split]:
 
 
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+IMAGE_FIX = ("the file is damaged or not an image: replace it or delete it (FlowTrain's example data: "
+             "write it again with `python -m flowtrain example-data`)")
 
 
 def _check_image_input(where: object) -> None:
@@ -226,8 +253,9 @@ def _check_image_input(where: object) -> None:
         raise DataError(f"images can have 1, 3 or 4 channels but the model's Input expects {INPUT_SHAPE}")
 
 
-def _decode_image(file: object, where: str) -> np.ndarray:
-    """One image (a path or a binary file) as uint8 (C, H, W): the Input's channels, resized to LOAD_SIZE."""
+def _decode_image(file: object, where: str, fix: str = IMAGE_FIX) -> np.ndarray:
+    """One image (a path or a binary file) as uint8 (C, H, W): the Input's channels, resized to LOAD_SIZE.
+    A damaged file is a DataError naming ``where`` and ``fix``, also when a loader worker reads it."""
     from PIL import Image
 
     channels = INPUT_SHAPE[0]
@@ -236,8 +264,12 @@ def _decode_image(file: object, where: str) -> np.ndarray:
         with Image.open(file) as opened:
             opened.load()  # decode now: a truncated file fails here, not in the middle of a batch
             image = opened.convert(IMAGE_MODES[channels])
+    except (FileNotFoundError, PermissionError) as exc:
+        raise DataError(f"{where}: cannot open the file ({exc.strerror}); it was moved or deleted after the "
+                        "run listed the folder, or the run's user may not read it: put it back or make it "
+                        "readable") from exc
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(f"{where}: cannot read the image ({exc}); replace or delete it") from exc
+        raise DataError(f"{where}: cannot read the image ({_why(exc)}); {fix}") from exc
     if LOAD_SIZE is not None:
         image = image.resize((width, height), Image.Resampling.BILINEAR)
     elif image.size != (width, height):

@@ -38,8 +38,8 @@ from data import (
     NUM_WORKERS,
     SEED,
     SHUFFLE,
-    DataError,
     Split,
+    data_error,
     describe,
     load_splits,
 )
@@ -924,11 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = bool(tf.config.list_physical_devices("GPU"))
     out = args.out.resolve()
     report = Report(out, processes.rank)
-    try:
-        splits = load_splits()
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    splits = load_splits()  # bad data raises DataError: see the end of this file
     report.say(describe(splits))
     sources = {name: Batches(split) for name, split in splits.items()}
     replicas = strategy.num_replicas_in_sync
@@ -964,5 +960,12 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except (Exception, KeyboardInterrupt) as exc:
-        LastError.record(exc)
-        raise
+        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
+        if bad_data is None:
+            LastError.record(exc)
+            raise
+        # one line that names the file and the fix, as the run's reason too; the loader's traceback
+        # would only bury it
+        LastError.record(bad_data)
+        print(f"error: {bad_data}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)

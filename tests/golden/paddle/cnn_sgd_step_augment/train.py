@@ -42,6 +42,7 @@ from data import (
     SHUFFLE,
     DataError,
     Split,
+    data_error,
     describe,
     load_splits,
 )
@@ -342,9 +343,14 @@ class BatchDataset(paddle.io.Dataset):
     def __len__(self) -> int:
         return len(self.batches)
 
-    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    def __getitem__(self, i: int) -> tuple[np.ndarray, ...]:
         index = self.batches[i]
-        return self.x[index], self.y[index]
+        try:
+            return self.x[index], self.y[index]
+        except DataError as exc:
+            # raised in a worker, paddle's loader prints the worker's traceback and ends the pass with
+            # "Blocking queue is killed", without the message: it travels as the batch instead
+            return (np.frombuffer(str(exc).encode(), np.uint8),)
 
 
 class LoaderBatches:
@@ -362,7 +368,10 @@ class LoaderBatches:
         self.dataset.batches = batches  # workers start per pass, so they see this pass's batches
         loader = paddle.io.DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
                                       use_shared_memory=self.workers > 0)
-        yield from loader
+        for batch in loader:
+            if len(batch) == 1:  # a DataError's message (BatchDataset)
+                raise DataError(batch[0].numpy().tobytes().decode())
+            yield batch
 
 
 def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
@@ -970,11 +979,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = setup_device(processes)
     out = args.out.resolve()
     report = Report(out, processes.rank)
-    try:
-        splits = load_splits()
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    splits = load_splits()  # bad data raises DataError: see the end of this file
     report.say(describe(splits))
     sources = place_data(splits, gpu, processes.local_rank)
     plan = Plan(args.epochs, len(epoch_batches(0, len(sources["train"]), processes)), args.max_steps)
@@ -1003,5 +1008,12 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except (Exception, KeyboardInterrupt) as exc:
-        LastError.record(exc)
-        raise
+        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
+        if bad_data is None:
+            LastError.record(exc)
+            raise
+        # one line that names the file and the fix, as the run's reason too; the loader's traceback
+        # would only bury it
+        LastError.record(bad_data)
+        print(f"error: {bad_data}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
