@@ -29,7 +29,7 @@ MAX_ONNX_UPLOAD_MB = MAX_UPLOAD_MB  # the server's limit (scripts/portal.sh, .st
 MAX_ONNX_UPLOAD_BYTES = MAX_ONNX_UPLOAD_MB * 1024 * 1024
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 
-KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe"}
+KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe", "example_data": "An example-data generation"}
 
 
 class Busy(FlowTrainError):
