@@ -11,7 +11,8 @@ from core.load import load_spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("example-data", help="write small example data for a template or spec under a data root")
+    p = sub.add_parser("example-data", help="write small example data for a template or spec under a data root "
+                       "(never over data FlowTrain did not write)")
     p.add_argument("pipeline", help="a built-in template's name (python -m flowtrain templates) or a spec file")
     p.add_argument("--out", required=True, type=Path, help="the data root to write under (the source's path inside it)")
     p.add_argument("--samples", type=int, default=300, help="about this many samples (at least one per class)")
@@ -22,7 +23,7 @@ def cmd_example_data(args: argparse.Namespace) -> int:
     names = {e.name for e in zoo.entries()}
     spec = zoo.template(args.pipeline) if args.pipeline in names else load_spec(args.pipeline)
     written = write_example_data(spec, args.out, samples=max(1, args.samples))
-    print(f"wrote {written.detail} to {written.path}")
+    print(f"wrote {written.detail} to {written.path} ({written.amount})")
     print(f"the template's relative source resolves under a data root: with {args.out} among your data roots "
           "([data] roots in the settings file), `python -m flowtrain run` and the portal find it")
     return 0

@@ -16,7 +16,7 @@ from core.errors import FlowTrainError, Problem, SpecError
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import blocks_view, canvas, data_needs, dataprobe, limits, users
+from portal import blocks_view, canvas, data_needs, dataprobe, example_data_view, limits, users
 from portal.blocks import bound_to, is_port, use_params
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_state import Editor
@@ -160,7 +160,7 @@ def template_note(name: str) -> str:
 
 GUIDE = """\
 1. **Start** from a template above (those on built-in data run as shipped; the others say what data
-   they need) or from the blank pipeline, which holds an Input and an Output.
+   they need, and can generate small example data) or from the blank pipeline (an Input and an Output).
 2. **Data layer**: a built-in dataset, or a file or folder under your data roots (*File under my
    data roots*); its format, size and sample shape are detected.
 3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
@@ -316,6 +316,7 @@ def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None =
     notices(ed, "data")
     if need is not None:
         needs_data(ed, need)
+        example_data_view.offer(ed, settings, user, _set_source)
     data = ed.doc["data"]
     source = data.get("source", "")
     roots = users.data_roots(user, settings)

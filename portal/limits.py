@@ -1,7 +1,8 @@
 """Limits on what one user can make the portal do at once, and how much it hands out in one go.
 
 - :data:`GATE`: at most one task of a kind per user at a time (an equivalence check runs three
-  frameworks for minutes; a probe runs every environment's interpreter or reads a data file),
+  frameworks for minutes; a probe runs every environment's interpreter or reads a data file;
+  generating example data writes hundreds of files),
   across all of that user's sessions in this portal process. A second request is answered at once
   with :class:`Busy`, never queued.
 - :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
@@ -29,7 +30,7 @@ MAX_ONNX_UPLOAD_MB = MAX_UPLOAD_MB  # the server's limit (scripts/portal.sh, .st
 MAX_ONNX_UPLOAD_BYTES = MAX_ONNX_UPLOAD_MB * 1024 * 1024
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 
-KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe"}
+KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe", "example_data": "An example-data generation"}
 
 
 class Busy(FlowTrainError):

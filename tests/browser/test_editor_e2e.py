@@ -1,6 +1,7 @@
 """The editor a researcher works in, in headless Debian chromium: a real network (resnet18_cifar)
 loads with the forms showing it, marked as needing its data, drawn readably at the fitted zoom and
-keeping the user's zoom across an edit; an import error stays until dismissed; a label is text;
+keeping the user's zoom across an edit; an ImageNet-shaped one becomes valid once its example data is
+generated; an import error stays until dismissed; a label is text;
 the cluster page's bars are readable. Every wait is a condition (tests/browser/ui.py)."""
 
 from __future__ import annotations
@@ -105,6 +106,16 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     assert after["mark"] == "before-the-edit", "the canvas was remounted by an edit"
     assert after["transform"] == zoomed["transform"], (zoomed, after)
     shot(page, ARTIFACTS, "11-vgg16-edited-view-kept")
+
+    # the ImageNet-shaped vgg16 made runnable here: its example data written under the data root
+    wait_text(page, re.compile(r"^Needs your data\."))
+    # 1,000 JPEGs of 224×224 take seconds, more on a busy machine: the click's run may take longer
+    act(page, page.get_by_role("button", name=re.compile(r"Generate example data$")).click, timeout=180_000)
+    wait_text(page, re.compile(r"^Generated example data: 1,000 JPEG images in 1000 class folders"))
+    wait_text(page, re.compile(r"^Valid: "))
+    wait_gone(page, re.compile(r"^Needs your data\."))
+    assert len(list((portal.data / "imagenet" / "train").glob("class*/*.jpg"))) == 1000
+    shot(page, ARTIFACTS, "11b-vgg16-example-data")
     context.close()
 
 

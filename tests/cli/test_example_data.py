@@ -55,3 +55,12 @@ def test_the_generated_program_loads_the_example_data(name: str, tmp_path: Path)
 def test_a_builtin_dataset_needs_no_example_data(tmp_path: Path) -> None:
     result = example_data("mnist_cnn", tmp_path)
     assert result.returncode == 2 and "is a built-in dataset: it needs no example data" in result.stderr
+
+
+def test_data_that_is_not_example_data_is_never_overwritten(tmp_path: Path) -> None:
+    mine = tmp_path / "cifar10" / "train" / "cat"
+    mine.mkdir(parents=True)
+    result = example_data("resnet18_cifar", tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert f"{mine.parent} already exists and is not FlowTrain example data; it is left as it is" in result.stderr
+    assert [p.name for p in mine.parent.iterdir()] == ["cat"]
