@@ -26,6 +26,7 @@ from typing import Any
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CANVAS = 'iframe[title="streamlit_flow.streamlit_flow"]'
+TIMEOUT_SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 TIMEOUT_MS = 60_000
 
 # Counts the script runs that ended (a `running` → anything change of the root's state) since the
@@ -82,7 +83,9 @@ _STATE = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return {runs_ended: window.__ftRunsEnded, connection: app && app.getAttribute('data-test-connection-state'),
           script: app && app.getAttribute('data-test-script-state'),
-          stale: [...document.querySelectorAll('[data-stale="true"]')].map(e => e.innerText.slice(0, 80))};
+          stale: [...document.querySelectorAll('[data-stale="true"]')].map(e => e.innerText.slice(0, 80)),
+          messages: [...document.querySelectorAll('[data-testid="stAlert"], [data-testid="stFileUploader"]')]
+            .map(e => e.innerText.replace(/\\s+/g, ' ').slice(0, 160))};
 }"""
 
 
@@ -91,7 +94,17 @@ def _wait(page: Any, condition: str, arg: Any, timeout: int, what: str) -> None:
     try:
         page.wait_for_function(condition, arg=arg, timeout=timeout, polling=100)
     except PlaywrightTimeoutError:
-        raise AssertionError(f"waited {timeout / 1000:g} s for {what}; the page: {page.evaluate(_STATE)}") from None
+        picture = _timeout_shot(page)
+        raise AssertionError(f"waited {timeout / 1000:g} s for {what}; the page: {page.evaluate(_STATE)}; "
+                             f"screenshot: {picture}") from None
+
+
+def _timeout_shot(page: Any) -> Path:
+    """A screenshot of the page as a wait gave up on it, for the CI artifacts (``timeout-N.png``)."""
+    TIMEOUT_SHOTS.mkdir(parents=True, exist_ok=True)
+    path = TIMEOUT_SHOTS / f"timeout-{len(list(TIMEOUT_SHOTS.glob('timeout-*.png'))) + 1}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
 
 
 def settled(page: Any, timeout: int = TIMEOUT_MS) -> None:
