@@ -21,8 +21,10 @@ The reference loads the generated data.py's training split, so both see identica
 
 The reference follows performance.md's tuned recipe (threads from the CPU count, in-memory
 batches, ``paddle.jit.to_static``). ``--onednn`` adds FLAGS_use_mkldnn to the reference only (the
-generated program leaves oneDNN off: with paddle 3.3 it crashed the MLP and made training
-non-deterministic, through dropout; docs/performance.md has the figures).
+tuned recipe). The generated program leaves oneDNN off: with paddle 3.3 under to_static, oneDNN
+crashes the MLP's backward, gives wrong max-pooling gradients (the generated program avoids that
+kernel; this reference does not) and now and then fails a CNN's step (docs/performance.md has the
+figures). To measure the generated program with oneDNN, set FLAGS_use_mkldnn=1 in the environment.
 """
 
 from __future__ import annotations

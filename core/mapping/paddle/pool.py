@@ -36,6 +36,12 @@ def pool2d(ctx: ConvertContext) -> MappedLayer:
         kwargs["exclusive"] = False  # padding counts as zeros, as in torch (paddle's default excludes it)
     cls = "nn.MaxPool2D" if ctx.node.op == "MaxPool2d" else "nn.AvgPool2D"
     forward = call(module(ctx), ctx.in_names[0])
+    if ctx.node.op == "MaxPool2d":
+        # max_pool2d_with_index: paddle's own kernel on every device. Plain max pooling takes oneDNN's
+        # when a user turns oneDNN on, and that backward gives wrong gradients, different in every run,
+        # inside a static graph (paddle 3.3; docs/performance.md)
+        kwargs["return_mask"] = True
+        forward = f"{forward}[0]"
     if p["ceil_mode"]:
         _, h, w = ctx.in_shapes[0]
         _, oh, ow = ctx.out_shape

@@ -27,7 +27,7 @@ class FlowTrainModel(nn.Layer):
         # node conv2d2 (Conv2d) -> 64x24x24
         self.conv2d2 = nn.Conv2D(32, 64, kernel_size=3)
         # node maxpool2d1 (MaxPool2d) -> 64x12x12
-        self.maxpool2d1 = nn.MaxPool2D(kernel_size=2, stride=2)
+        self.maxpool2d1 = nn.MaxPool2D(kernel_size=2, stride=2, return_mask=True)
         # node dropout1 (Dropout) -> 64x12x12
         self.dropout1 = nn.Dropout(p=0.25)
         # node linear1 (Linear) -> 128
@@ -43,7 +43,7 @@ class FlowTrainModel(nn.Layer):
         x = F.relu(x)  # relu1
         x = self.conv2d2(x)  # conv2d2
         x = F.relu(x)  # relu2
-        x = self.maxpool2d1(x)  # maxpool2d1
+        x = self.maxpool2d1(x)[0]  # maxpool2d1
         x = self.dropout1(x)  # dropout1
         x = paddle.flatten(x, start_axis=1)  # flatten1
         x = self.linear1(x)  # linear1

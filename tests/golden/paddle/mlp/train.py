@@ -64,7 +64,8 @@ PRECISION = 'auto'  # "auto": paddle.amp (bf16, else fp16) on a GPU, fp32 on a C
 # loss as a static graph (paddle.jit.to_static) in single-process runs long enough to earn back
 # the conversion; "device_data" keeps the data on the training device when it fits (always on a
 # CPU, where it is in memory anyway). oneDNN (FLAGS_use_mkldnn=1 in the environment) is left to
-# the user: with paddle 3.3 and to_static it crashed an MLP and made conv training non-deterministic.
+# the user: with paddle 3.3 and to_static it crashes an MLP and now and then a CNN's step (see
+# FlowTrain's docs/performance.md); the "start" record says whether it was on.
 PERFORMANCE = {'compile': 'auto', 'device_data': 'auto'}
 COMPILE_MIN_STEPS = 30
 CHECKPOINT_FILES = (".npz",)  # arrays and JSON only: loading a checkpoint never unpickles
@@ -713,6 +714,7 @@ class Trainer:
         """This process's setup, for the "start" record."""
         return {"device": str(paddle.get_device()), "paddle_version": paddle.__version__,
                 "precision": self.amp or "fp32", "compile": self.compiled,
+                "onednn": bool(paddle.get_flags("FLAGS_use_mkldnn")["FLAGS_use_mkldnn"]),
                 "device_data": isinstance(self.sources["train"], DeviceBatches)}
 
     def close(self) -> None:
