@@ -7,10 +7,12 @@ the researcher's job. Values reach the code only through the ``py`` filter
 (:func:`core.mapping.base.literal`).
 
 A framework's ``train.py.j2`` includes the shared partials of ``templates/common/`` (the
-run's records, checkpoint files, command line, learning-rate formulas and training loop:
-the same in every program) and its own partials for what differs. The shared partials
-read the training settings from ``runtime`` (:func:`runtime_context`), which is the same
-for every framework.
+settings, learning-rate formulas and training loop: the same in every program) and its own
+partials for what differs. What does not depend on the framework at all is rendered once as
+modules of its own beside ``train.py``, which imports them: ``data.py`` (the data layer) and
+``runtime.py`` (the run's state and records, checkpoint and output files, command line). The
+shared templates read the training settings from ``runtime`` (:func:`runtime_context`), which
+is the same for every framework.
 """
 
 from __future__ import annotations

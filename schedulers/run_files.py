@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 ONNX_NAME = "model.onnx"  # FlowTrain's export of a completed run (schedulers/model_export.py)
 ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
-CODE_FILES = {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"}
+CODE_FILES = {"train.py", "model.py", "data.py", "runtime.py", "spec.json", "manifest.json", "job.sbatch"}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ A case in tests/golden/cases/<case>.json is a zoo template with changed data or 
 (``template``, ``data``, ``training``) or a whole spec (``spec``); together the cases take the
 templates' branches (schedules, optimizers, early stopping, augmentation, text, regression). The
 expected files are tests/golden/<framework>/<case>/train.py and model.py, and
-tests/golden/data/<case>/data.py (the data layer is the same for every framework). After an
+tests/golden/data/<case>/data.py and tests/golden/runtime/<case>/runtime.py (the data layer and the
+run's records, files and command line are the same for every framework). After an
 intended change to the templates or the mappers, re-record them with
 
     FLOWTRAIN_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
@@ -47,7 +48,7 @@ def case_spec(case: str) -> PipelineSpec:
 
 def golden_files(framework: str, case: str) -> dict[str, Path]:
     return {"train.py": GOLDEN / framework / case / "train.py", "model.py": GOLDEN / framework / case / "model.py",
-            "data.py": GOLDEN / "data" / case / "data.py"}
+            "data.py": GOLDEN / "data" / case / "data.py", "runtime.py": GOLDEN / "runtime" / case / "runtime.py"}
 
 
 @pytest.fixture(scope="module", params=[(fw, case) for fw in FRAMEWORKS for case in CASES],
@@ -75,11 +76,11 @@ def test_generated_files_match_the_golden_files(program: tuple[str, str, Program
 
 def test_generated_program_passes_ruff(program: tuple[str, str, Program], tmp_path: Path) -> None:
     """``ruff check`` with its default rules, run in the program's folder as its user would (no project
-    configuration applies there, and data.py and model.py are first-party modules)."""
+    configuration applies there, and data.py, model.py and runtime.py are first-party modules)."""
     _, _, generated = program
     generated.write(tmp_path)
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
-                             "train.py", "model.py", "data.py"], capture_output=True, text=True, cwd=tmp_path)
+                             "train.py", "model.py", "data.py", "runtime.py"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -101,8 +102,8 @@ def test_manifest_states_a_minimum_framework_version(program: tuple[str, str, Pr
     assert requirement.startswith(f"{package}>="), requirement
 
 
-SHARED = ("Processes", "Plan", "Progress", "Report", "StopFlag", "EarlyStopping", "summarise", "write_atomically",
-          "checkpoint_paths", "newest_checkpoint", "prune_checkpoints", "lr_factor", "choose")
+FRAMEWORK_FREE = {"argparse", "hashlib", "json", "math", "os", "signal", "sys", "time", "dataclasses", "pathlib",
+                  "numpy", "__future__"}  # what runtime.py may import
 
 
 def top_level_sources(source: str) -> dict[str, str]:
@@ -111,14 +112,28 @@ def top_level_sources(source: str) -> dict[str, str]:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 
+def imported_modules(source: str) -> set[str]:
+    return {alias.name.split(".")[0] for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
+            for alias in node.names} | {node.module.split(".")[0] for node in ast.walk(ast.parse(source))
+                                         if isinstance(node, ast.ImportFrom) and node.module}
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_the_runtime_is_the_same_code_in_every_framework(case: str) -> None:
-    """The run's records, checkpoint files, learning-rate formula and speed switches are one text in the
-    three programs; torch's and paddle's training loops (Run) are one text too (Keras's runs several
-    steps per call)."""
+    """The run's records, checkpoint files, command line and speed switches are one module, runtime.py, the
+    same text in the three programs and free of any framework; train.py imports them and defines none of
+    them again. The learning-rate formula is one text in the three train.py; torch's and paddle's training
+    loops (Run) are one text too (Keras's runs several steps per call)."""
     spec = case_spec(case)
-    programs = {fw: top_level_sources(generate(spec, fw).files["train.py"]) for fw in FRAMEWORKS}
-    for name in SHARED:
-        texts = {fw: functions.get(name) for fw, functions in programs.items()}
-        assert len(set(texts.values())) == 1, f"{case}: {name} differs between the frameworks: {sorted(texts)}"
+    generated = {fw: generate(spec, fw).files for fw in FRAMEWORKS}
+    runtimes = {fw: files["runtime.py"] for fw, files in generated.items()}
+    assert len(set(runtimes.values())) == 1, f"{case}: runtime.py differs between the frameworks"
+    runtime = runtimes["torch"]
+    assert imported_modules(runtime) <= FRAMEWORK_FREE, imported_modules(runtime) - FRAMEWORK_FREE
+    shared = set(top_level_sources(runtime))
+    assert {"Report", "LastError", "newest_checkpoint", "parse_args"} <= shared
+    programs = {fw: top_level_sources(files["train.py"]) for fw, files in generated.items()}
+    for fw, functions in programs.items():
+        assert not shared & set(functions), f"{fw}/{case}: train.py defines {sorted(shared & set(functions))} again"
+    assert len({functions.get("lr_factor") for functions in programs.values()}) == 1, f"{case}: lr_factor differs"
     assert programs["torch"]["Run"] == programs["paddle"]["Run"]

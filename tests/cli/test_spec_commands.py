@@ -98,7 +98,7 @@ def test_generate_writes_the_program_the_job_script_and_the_manifest(tmp_path: P
     out = tmp_path / "prog"
     flowtrain("generate", str(ROOT / "examples" / "digits_cnn.json"), "--framework", "torch", "--out", str(out),
               check=True)
-    assert {"train.py", "model.py", "data.py", "spec.json", "manifest.json", "job.sbatch"} <= {
+    assert {"train.py", "model.py", "data.py", "runtime.py", "spec.json", "manifest.json", "job.sbatch"} <= {
         p.name for p in out.iterdir()}
     sbatch = (out / "job.sbatch").read_text()
     assert "#SBATCH --requeue" in sbatch and f"#SBATCH --chdir={out.resolve()}" in sbatch

@@ -119,14 +119,15 @@ def test_read_metrics_offsets(tmp_path: Path) -> None:
 def test_artifacts_by_kind(reg: RunRegistry) -> None:
     run_id = new_run(reg)
     root = reg.get(run_id).run_dir
-    for rel in ("train.py", "model.py", "spec.json", "manifest.json", "job.sbatch", "run.log", "slurm-7.out",
-                "metrics.jsonl", "result.json", "checkpoints/ckpt-10.pt", "model/model.pt", "model/model.onnx",
-                "checkpoints/ckpt-20.pt.tmp", "__pycache__/model.cpython-311.pyc", "notes.txt"):
+    for rel in ("train.py", "model.py", "data.py", "runtime.py", "spec.json", "manifest.json", "job.sbatch",
+                "run.log", "slurm-7.out", "metrics.jsonl", "result.json", "checkpoints/ckpt-10.pt", "model/model.pt",
+                "model/model.onnx", "checkpoints/ckpt-20.pt.tmp", "__pycache__/model.cpython-311.pyc", "notes.txt"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x")
     kinds = {a.path: a.kind for a in reg.artifacts(run_id)}
     assert kinds == {
-        "train.py": "code", "model.py": "code", "spec.json": "code", "manifest.json": "code", "job.sbatch": "code",
+        "train.py": "code", "model.py": "code", "data.py": "code", "runtime.py": "code", "spec.json": "code",
+        "manifest.json": "code", "job.sbatch": "code",
         "run.log": "log", "slurm-7.out": "log", "metrics.jsonl": "metrics", "result.json": "metrics",
         "checkpoints/ckpt-10.pt": "checkpoint", "model/model.pt": "model", "model/model.onnx": "model",
         "notes.txt": "other",
