@@ -6,7 +6,8 @@ failed or why, and rank 0's log is the wrong place to look: its own error, if an
 consequence ("connection closed by peer"). Two sources name the first failure:
 
 * ``ranks/rank-N.error``: the generated program writes the exception that ends a process there, one
-  line, ``rank N (node): Type: message``, just before it exits (templates/common/_records.py.j2).
+  line, ``rank N (node): Type: message``, just before it exits (``LastError`` of the generated
+  runtime.py, templates/common/runtime.py.j2).
   The file written first is the first failure: a rank writes it before its exit closes the
   connections the other ranks then fail on.
 * the job log, for a process killed by a signal (it writes nothing): the first launcher report of
