@@ -46,7 +46,7 @@ def model_source(spec: PipelineSpec) -> str:
 
 def ruff(paths: list[Path]) -> subprocess.CompletedProcess[str]:
     """``ruff check`` with its default rules, run in the files' folder as a user would (a temporary
-    folder: no project configuration applies, and data.py/model.py there are first-party)."""
+    folder: no project configuration applies, and data.py/model.py/runtime.py there are first-party)."""
     return subprocess.run([PYTHON, "-m", "ruff", "check", "--no-cache", *(p.name for p in paths)],
                           capture_output=True, text=True, cwd=paths[0].parent)
 
@@ -123,7 +123,7 @@ def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
     for name, spec in _variants().items():
         folder = tmp_path / name
         generate(spec, "keras").write(folder)
-        paths = [folder / n for n in ("model.py", "train.py", "data.py")]
+        paths = [folder / n for n in ("model.py", "train.py", "data.py", "runtime.py")]
         for path in paths:
             py_compile.compile(str(path), doraise=True)
         result = ruff(paths)

@@ -30,9 +30,9 @@ PYTHON = sys.executable
 ONE_OP = op_cases.specs()
 
 
-def ruff(folder: Path, files: tuple[str, ...] = ("model.py", "train.py")) -> subprocess.CompletedProcess[str]:
+def ruff(folder: Path, files: tuple[str, ...] = ("model.py", "train.py", "runtime.py")) -> subprocess.CompletedProcess[str]:
     """``ruff check`` with its default rules, run in the generated folder as a user would (there
-    data.py and model.py are first-party modules for the import sorting rule)."""
+    data.py, model.py and runtime.py are first-party modules for the import sorting rule)."""
     return subprocess.run([PYTHON, "-m", "ruff", "check", "--isolated", "--no-cache", *files],
                           capture_output=True, text=True, cwd=folder, check=False)
 
@@ -182,7 +182,7 @@ def test_generated_programs_compile_and_pass_ruff(tmp_path: Path) -> None:
     for name, spec in specs.items():
         folder = tmp_path / name
         generate(spec, "torch").write(folder)
-        for file in ("model.py", "train.py"):
+        for file in ("model.py", "train.py", "runtime.py"):
             py_compile.compile(str(folder / file), doraise=True)
         result = ruff(folder)
         if result.returncode != 0:
