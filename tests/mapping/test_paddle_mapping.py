@@ -68,8 +68,9 @@ def test_batch_norm_momentum_is_converted_and_statistics_renamed() -> None:
 
 def test_ceil_mode_pooling_slices_the_window_torch_drops() -> None:
     layer = mapped_node("MaxPool2d-padded-ceil")
-    assert layer.ctor == "nn.MaxPool2D(kernel_size=2, stride=2, padding=1, ceil_mode=True)"
-    assert layer.forward.endswith("[:, :, :3, :4]")  # paddle keeps a 4th row that starts in the padding
+    assert layer.ctor == "nn.MaxPool2D(kernel_size=2, stride=2, padding=1, ceil_mode=True, return_mask=True)"
+    # the pooled values ([0]; the mask is dropped), less the 4th row paddle keeps that starts in the padding
+    assert layer.forward.endswith("[0][:, :, :3, :4]")
 
 
 def test_dilated_same_convolution_gets_explicit_padding() -> None:
