@@ -100,7 +100,10 @@ _SRUN_SIGNALS = {"Killed": signal.SIGKILL, "Terminated": signal.SIGTERM, "Aborte
 
 def _paddle_reports(log: str, node: str | None) -> list[LauncherReport]:
     """A failed worker's global rank = its launcher's node rank × processes per node + its local rank;
-    the launcher is told apart by its log folder (each has its own, printed in its configuration)."""
+    the launcher is told apart by its log folder (each has its own, printed in its configuration).
+    Its node is the one of srun's task with the launcher's node rank (one launcher per node), when
+    srun reported that task; else ``node``."""
+    nodes = {int(m.group("task")): m.group("node") for m in _SRUN_TASK.finditer(log)}
     launchers: dict[str, tuple[int, int]] = {}  # log_dir -> (node rank, processes per node)
     current: dict[str, str] = {}
     for match in _PADDLE_SETTING.finditer(log):
@@ -113,7 +116,7 @@ def _paddle_reports(log: str, node: str | None) -> list[LauncherReport]:
     for failed in _PADDLE_FAILED.finditer(log):
         node_rank, per_node = launchers.get(failed.group("dir"), (0, 1))
         reports.append(LauncherReport(node_rank * per_node + int(failed.group("local")),
-                                      _signal(int(failed.group("code"))), node))
+                                      _signal(int(failed.group("code"))), nodes.get(node_rank, node)))
     return reports
 
 
@@ -122,7 +125,10 @@ def failure_reason(run_dir: Path, log: str, framework: str) -> str | None:
     errors = rank_errors(run_dir)
     # The first failure a launcher reported: when a signal ended it, that process wrote nothing and
     # the others' errors are its consequences (a rank that wrote its error was not killed first).
-    report = next(iter(launcher_reports(log, framework)), None)
+    # A process that aborted itself (SIGABRT: gloo's timeout once its peer was gone) is a consequence
+    # too, and its launcher may report it before the killed peer's launcher polls: that one is skipped.
+    reports = launcher_reports(log, framework)
+    report = next((r for r in reports if r.signal not in (None, signal.SIGABRT)), next(iter(reports), None))
     if report is not None and report.signal is not None and report.rank not in {rank for rank, _ in errors}:
         where = f" ({report.node})" if report.node else ""
         reason = f"rank {report.rank}{where} killed by signal {report.signal} ({_signal_name(report.signal)})"

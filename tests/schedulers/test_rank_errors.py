@@ -52,6 +52,15 @@ def test_paddle_reports_every_dead_worker_with_its_global_rank() -> None:
     assert [(r.rank, r.signal) for r in reports] == [(1, 9), (0, 6)]
 
 
+def test_a_survivor_that_aborted_first_is_not_the_reason(tmp_path: Path) -> None:
+    """Rank 0's gloo timed out the moment its peer was killed and it aborted (SIGABRT); its launcher
+    reported that before rank 1's launcher polled its killed worker (a CI run's real log). The
+    killed rank is the reason, on its own node (n2), not srun's first failed task's (n1)."""
+    log = _log("paddle_killed_survivor_first")
+    assert [(r.rank, r.signal, r.node) for r in launcher_reports(log, "paddle")] == [(0, 6, "n1"), (1, 9, "n2")]
+    assert failure_reason(tmp_path, log, "paddle") == "rank 1 (n2) killed by signal 9 (SIGKILL)"
+
+
 def test_a_rank_that_raised_is_the_reason_when_its_error_came_first(tmp_path: Path) -> None:
     """torchrun's root cause is rank 1 with exit code 1 (no signal): the error written first wins."""
     _errors(tmp_path, (1, RAISED), (0, CONSEQUENCE))
