@@ -125,10 +125,13 @@ def failure_reason(run_dir: Path, log: str, framework: str) -> str | None:
     errors = rank_errors(run_dir)
     # The first failure a launcher reported: when a signal ended it, that process wrote nothing and
     # the others' errors are its consequences (a rank that wrote its error was not killed first).
-    # A process that aborted itself (SIGABRT: gloo's timeout once its peer was gone) is a consequence
-    # too, and its launcher may report it before the killed peer's launcher polls: that one is skipped.
     reports = launcher_reports(log, framework)
-    report = next((r for r in reports if r.signal not in (None, signal.SIGABRT)), next(iter(reports), None))
+    report = next(iter(reports), None)
+    if framework == "paddle" and report is not None and report.signal == signal.SIGABRT:
+        # A paddle worker that aborted itself (gloo's timeout once its peer was gone) may be reported
+        # by its launcher before the killed peer's launcher has polled: the killed one is the cause.
+        # (srun's own kill-on-bad-exit ends the other launchers, not their workers, with SIGTERM.)
+        report = next((r for r in reports if r.signal == signal.SIGKILL), report)
     if report is not None and report.signal is not None and report.rank not in {rank for rank, _ in errors}:
         where = f" ({report.node})" if report.node else ""
         reason = f"rank {report.rank}{where} killed by signal {report.signal} ({_signal_name(report.signal)})"

@@ -157,7 +157,7 @@ def test_hostile_strings_stay_string_literals() -> None:
                                         "input_shape": [1, 28, 28], "preprocessing": []})
     spec = PipelineSpec.model_validate({**spec.model_dump(), "data": data.model_dump()})
     program = generate(spec, "keras")
-    for name in ("model.py", "train.py"):
+    for name in ("model.py", "train.py", "runtime.py"):
         tree = ast.parse(program.files[name])
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         assert "__import__" not in names, name
@@ -165,7 +165,8 @@ def test_hostile_strings_stay_string_literals() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == HOSTILE:
                 break
         else:
-            assert name == "model.py", f"{name} does not carry the pipeline name as a string constant"
+            # PIPELINE is defined in runtime.py, and train.py imports it from there
+            assert name != "runtime.py", f"{name} does not carry the pipeline name as a string constant"
     assert "pwned" not in program.files["model.py"]
 
 

@@ -144,12 +144,13 @@ def test_user_text_reaches_the_code_only_as_string_constants(tmp_path: Path) -> 
     doc["name"] = hostile[:200]
     doc["description"] = hostile
     folder = write_program(load_spec_dict(doc), tmp_path / "hostile")
-    for name in ("model.py", "train.py"):
+    for name in ("model.py", "train.py", "runtime.py"):
         tree = ast.parse((folder / name).read_text(encoding="utf-8"))
         calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
         assert "__import__" not in calls and not any("system" in c for c in calls), name
         strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-        assert any(hostile[:200] in s for s in strings), f"the name should appear as a string constant in {name}"
+        if name != "train.py":  # train.py imports PIPELINE from runtime.py
+            assert any(hostile[:200] in s for s in strings), f"the name should appear as a string constant in {name}"
 
 
 # ------------------------------------------------------------------------------------------ with paddle installed

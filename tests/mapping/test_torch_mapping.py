@@ -232,6 +232,7 @@ def test_a_hostile_pipeline_name_only_ever_becomes_a_string_constant() -> None:
     hostile = PipelineSpec.model_validate({**benign.model_dump(mode="json"), "name": HOSTILE,
                                            "description": HOSTILE})
     a, b = generate(benign, "torch").files, generate(hostile, "torch").files
-    for name in ("model.py", "train.py"):
+    for name in ("model.py", "train.py", "runtime.py"):
         assert strings_blanked(a[name]) == strings_blanked(b[name]), name
-        assert any(isinstance(n, ast.Constant) and n.value == HOSTILE for n in ast.walk(ast.parse(b[name])))
+    for name in ("model.py", "runtime.py"):  # the docstring and PIPELINE (train.py imports it from runtime.py)
+        assert any(isinstance(n, ast.Constant) and n.value == HOSTILE for n in ast.walk(ast.parse(b[name]))), name
