@@ -9,7 +9,8 @@ deployment modes (README, "Deployment"):
 - **Shared service behind a reverse proxy** (``mode = "header"``): the proxy signs users in and sets
   ``X-Remote-User`` (``[auth] header``). The portal believes the header only from the proxy: a
   request must carry the proxy's secret (``proxy_secret_file``, sent in ``proxy_secret_header``)
-  and/or come from one of ``trusted_proxies``; a request with the identity header twice, or with a
+  and/or come from one of ``trusted_proxies`` (the connection's own address: never loopback, never
+  one the request's ``X-Forwarded-For`` names); a request with the identity header twice, or with a
   comma-joined value, is refused (a proxy that appends would otherwise lose to the client).
 - **Local logins** (``mode = "local"`` with ``[auth.local_users]``): a small standalone portal.
   PBKDF2-SHA256 with :data:`PBKDF2_ITERATIONS` for new hashes (older hashes still verify); an unknown
@@ -50,14 +51,58 @@ def _header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
     return [value for key, value in headers if key.lower() == wanted]
 
 
-def _from_trusted_address(peer: str | None, settings: Settings) -> bool:
-    if peer is None:  # Streamlit reports loopback connections as no address
-        return False
+FORWARDED_FOR = "X-Forwarded-For"
+_LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+
+
+def _forwarded_hosts(headers: list[tuple[str, str]]) -> set[str]:
+    """Every address named in the request's ``X-Forwarded-For`` headers (ports and brackets dropped)."""
+    hosts: set[str] = set()
+    for value in _header_values(headers, FORWARDED_FOR):
+        for entry in value.split(","):
+            entry = entry.strip()
+            if entry.startswith("[") and "]" in entry:
+                entry = entry[1:entry.index("]")]
+            elif entry.count(":") == 1:
+                entry = entry.split(":", 1)[0]
+            hosts.add(entry)
+    return hosts
+
+
+def _untrusted_address_reason(peer: str | None, headers: list[tuple[str, str]], settings: Settings,
+                              secret_ok: bool) -> str:
+    """Why ``peer`` does not prove the request came from a trusted proxy ("" when it does).
+
+    Streamlit's server (uvicorn) replaces the client address with one from ``X-Forwarded-For`` when
+    the connection comes from loopback, so any local user could name the proxy's address there. The
+    address counts only when it is the connection's own: not loopback (every local user connects
+    from it) and not an address the request's own ``X-Forwarded-For`` names. Otherwise only the
+    secret proves the proxy, for a proxy on this host listed in ``trusted_proxies`` (the settings
+    refuse a loopback entry without a secret).
+    """
+    where = f"this request came from {peer or 'this machine'}"
     try:
-        address = ipaddress.ip_address(peer)
+        address = ipaddress.ip_address(peer) if peer is not None else None
     except ValueError:
-        return False
-    return any(address in ipaddress.ip_network(net) for net in settings.auth.trusted_proxies)
+        return f"{where}, which is not an IP address"
+    if address is None or address.is_loopback or _mapped_loopback(address):
+        own = "(loopback)"
+    elif peer in _forwarded_hosts(headers) or str(address) in _forwarded_hosts(headers):
+        own = f"(as its {FORWARDED_FOR} header says, which the connection does not prove)"
+    elif any(address in ipaddress.ip_network(net) for net in settings.auth.trusted_proxies):
+        return ""
+    else:
+        return f"{where}, which is not one of the portal's trusted proxies (auth.trusted_proxies)"
+    if secret_ok and any(ipaddress.ip_network(net).overlaps(_LOOPBACK) for net in settings.auth.trusted_proxies
+                         if ipaddress.ip_network(net).version == 4):
+        return ""  # a proxy on this host, listed, that sent the secret
+    return (f"{where} {own}: only the proxy secret proves a proxy on this machine (auth.proxy_secret_file), "
+            "because every local user can connect from it and name any address")
+
+
+def _mapped_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped is not None and mapped.is_loopback
 
 
 def user_from_request(headers: Iterable[tuple[str, str]], peer: str | None, settings: Settings) -> str:
@@ -65,6 +110,8 @@ def user_from_request(headers: Iterable[tuple[str, str]], peer: str | None, sett
 
     ``headers``: every (name, value) pair of the request, repeats included; names are
     case-insensitive. ``peer``: the client address as Streamlit reports it (``None`` for loopback).
+    With ``trusted_proxies``, the address counts only as the connection's own (see
+    :func:`_untrusted_address_reason`); a loopback connection always needs the secret.
     """
     auth = settings.auth
     pairs = list(headers)
@@ -74,9 +121,10 @@ def user_from_request(headers: Iterable[tuple[str, str]], peer: str | None, sett
             raise AccessError("this request did not come through the portal's sign-in proxy (its "
                               f"{auth.proxy_secret_header} is missing or wrong); open the portal through the "
                               "proxy's address")
-    if auth.trusted_proxies and not _from_trusted_address(peer, settings):
-        raise AccessError(f"this request came from {peer or 'this machine'}, which is not one of the portal's "
-                          "trusted proxies (auth.trusted_proxies); open the portal through the proxy's address")
+    if auth.trusted_proxies:
+        reason = _untrusted_address_reason(peer, pairs, settings, secret_ok=auth.proxy_secret is not None)
+        if reason:
+            raise AccessError(f"{reason}; open the portal through the proxy's address")
     values = _header_values(pairs, auth.header)
     if not values or not values[0].strip():
         raise AccessError(f"this request has no {auth.header} header; the portal is configured to trust "

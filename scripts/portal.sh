@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 umask 077  # run directories, the registry and logs are private to the portal's account
+# The client address is the connection's own: Streamlit's server (uvicorn) would otherwise take it
+# from X-Forwarded-For on loopback connections, which any local user can send (README "Deployment").
+export FORWARDED_ALLOW_IPS=""
 ADDRESS=${FLOWTRAIN_ADDRESS:-$(.venv/bin/python -c 'import settings; print(settings.load_settings().portal_address)')}
 exec .venv/bin/python -m streamlit run app.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
   --server.headless true --server.maxUploadSize 10 \

@@ -78,9 +78,32 @@ def test_forged_header_from_an_untrusted_address_is_refused(tmp_path: Path):
     s = _header_settings(tmp_path, proxies='["10.0.0.5", "192.168.7.0/24"]', secret=False)
     assert user_from_request([("X-Remote-User", "alice")], "10.0.0.5", s) == "alice"
     assert user_from_request([("X-Remote-User", "alice")], "192.168.7.44", s) == "alice"
-    for peer in ("10.0.0.6", None, "not-an-address"):
-        with pytest.raises(AccessError, match="not one of the portal's trusted proxies"):
-            user_from_request([("X-Remote-User", "alice")], peer, s)
+    with pytest.raises(AccessError, match="not one of the portal's trusted proxies"):
+        user_from_request([("X-Remote-User", "alice")], "10.0.0.6", s)
+    with pytest.raises(AccessError, match="not an IP address"):
+        user_from_request([("X-Remote-User", "alice")], "not-an-address", s)
+    for loopback in (None, "127.0.0.2", "::1", "::ffff:127.0.0.1"):
+        with pytest.raises(AccessError, match="only the proxy secret proves a proxy on this machine"):
+            user_from_request([("X-Remote-User", "alice")], loopback, s)
+
+
+def test_an_address_from_x_forwarded_for_does_not_count(tmp_path: Path):
+    """Streamlit's server takes the client address from X-Forwarded-For on loopback connections: an
+    address the request itself names there proves nothing, however it is written."""
+    s = _header_settings(tmp_path, proxies='["10.0.0.5", "2001:db8::5"]', secret=False)
+    for forwarded, peer in (("10.0.0.5", "10.0.0.5"), ("192.0.2.7, 10.0.0.5", "10.0.0.5"),
+                            ("10.0.0.5:4431", "10.0.0.5"), ("[2001:db8::5]:443", "2001:db8::5")):
+        with pytest.raises(AccessError, match="X-Forwarded-For header says"):
+            user_from_request([("x-forwarded-for", forwarded), ("X-Remote-User", "hpcadmin")], peer, s)
+    # The proxy's own connection with the client's address forwarded, as Apache and nginx send it.
+    assert user_from_request([("X-Forwarded-For", "192.0.2.7"), ("X-Remote-User", "alice")], "10.0.0.5", s) == "alice"
+    # A proxy on this host, listed and sending the secret, is believed from loopback (however the
+    # server rewrote the address); without the secret it never is (the settings refuse that).
+    local = _header_settings(tmp_path, proxies='["127.0.0.1"]', secret=True)
+    proxy = [("X-FlowTrain-Proxy-Secret", SECRET)]
+    assert user_from_request([*proxy, ("X-Remote-User", "alice")], None, local) == "alice"
+    assert user_from_request([*proxy, ("X-Forwarded-For", "192.0.2.7"), ("X-Remote-User", "alice")], "192.0.2.7",
+                             local) == "alice"
 
 
 def test_two_identity_headers_are_refused(tmp_path: Path):
