@@ -16,6 +16,7 @@ from portal.users import AccessError, LoginThrottle
 from settings import Settings
 
 SECRET_OK_KEY = "portal.session_secret_ok"
+LOGIN_NOTES_KEY = "portal.login_notes"  # why a sign-in could not upgrade the stored hash
 
 
 @st.cache_resource(show_spinner=False)
@@ -60,6 +61,8 @@ def sign_in(settings: Settings) -> str:
         return name
     name = st.session_state.get(USER_KEY)
     if name and not users.session_expired(st.session_state.get(SIGNED_IN_KEY), settings):
+        for note in st.session_state.pop(LOGIN_NOTES_KEY, []):
+            st.warning(note)
         return name
     if name:
         st.session_state.pop(USER_KEY, None)
@@ -76,13 +79,15 @@ def _login_form(settings: Settings) -> None:
         password = st.text_input("Password", type="password", key="login.password")
         submitted = st.form_submit_button("Sign in")
     if submitted:
+        notes: list[str] = []
         try:
             st.session_state[USER_KEY] = users.check_login(login, password, settings, throttle=login_throttle(),
-                                                           address=st.context.ip_address)
+                                                           address=st.context.ip_address, notes=notes)
         except AccessError as err:
             st.error(str(err))
             st.stop()
         st.session_state[SIGNED_IN_KEY] = time.time()
+        st.session_state[LOGIN_NOTES_KEY] = notes  # shown once, after the rerun below
         st.rerun()
     st.stop()
 

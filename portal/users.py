@@ -13,9 +13,10 @@ deployment modes (README, "Deployment"):
   one the request's ``X-Forwarded-For`` names); a request with the identity header twice, or with a
   comma-joined value, is refused (a proxy that appends would otherwise lose to the client).
 - **Local logins** (``mode = "local"`` with ``[auth.local_users]``): a small standalone portal.
-  PBKDF2-SHA256 with :data:`PBKDF2_ITERATIONS` for new hashes (older hashes still verify); an unknown
-  name costs the same hashing as a known one; failed sign-ins are throttled per user and per address
-  (:class:`LoginThrottle`); a sign-in lasts ``[auth] session_hours``.
+  PBKDF2-SHA256 with :data:`PBKDF2_ITERATIONS` (:mod:`portal.passwords`: older hashes still verify
+  and are upgraded at sign-in; every attempt costs the same hashing, known name or not); failed
+  sign-ins are throttled per user name from one address and per address (:class:`LoginThrottle`);
+  a sign-in lasts ``[auth] session_hours``.
 
 Which data a user may read: :mod:`settings.access` (re-exported here for the portal's views).
 """
@@ -23,16 +24,16 @@ Which data a user may read: :mod:`settings.access` (re-exported here for the por
 from __future__ import annotations
 
 import getpass
-import hashlib
 import hmac
 import ipaddress
-import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from portal import passwords
+from portal.passwords import PBKDF2_ITERATIONS, hash_password
 from settings import Settings
 from settings.access import USER_PATTERN, AccessError, check_user_name, confine, data_roots, resolve_source
 
@@ -42,8 +43,6 @@ __all__ = [
     "session_expired", "user_from_request",
 ]
 
-PBKDF2_ITERATIONS = 600_000  # OWASP's figure for PBKDF2-HMAC-SHA256 (2023)
-_DUMMY_SALT = secrets.token_hex(16)
 
 
 def _header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
@@ -165,58 +164,30 @@ def login_required(settings: Settings) -> bool:
     return settings.auth.mode == "local" and bool(settings.auth.local_users)
 
 
-def hash_password(password: str, salt: str | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
-    """``pbkdf2_sha256$iterations$salt$hexdigest``: what ``[auth.local_users]`` holds."""
-    salt = salt or secrets.token_hex(16)
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), iterations).hex()
-    return f"pbkdf2_sha256${iterations}${salt}${digest}"
-
-
-def _parse_hash(name: str, stored: str) -> tuple[int, str]:
-    try:
-        scheme, iterations, salt, _digest = stored.split("$")
-        if scheme != "pbkdf2_sha256" or int(iterations) < 1:
-            raise ValueError(scheme)
-        return int(iterations), salt
-    except ValueError:
-        raise AccessError(f"the stored password of {name!r} is not a pbkdf2_sha256 hash; regenerate it with "
-                          "portal.users.hash_password") from None
-
-
-def _dummy_iterations(settings: Settings) -> int:
-    """The work an unknown name costs: as much as the configured hashes' (the most of them)."""
-    counts = []
-    for stored in settings.auth.local_users.values():
-        parts = stored.split("$")
-        if len(parts) == 4 and parts[1].isdigit():
-            counts.append(int(parts[1]))
-    return max(counts, default=PBKDF2_ITERATIONS)
-
-
 def check_login(name: str, password: str, settings: Settings, *, throttle: LoginThrottle | None = None,
-                address: str | None = None) -> str:
+                address: str | None = None, notes: list[str] | None = None) -> str:
     """Return the user name when the password matches its configured hash; AccessError otherwise.
 
-    ``throttle`` (the portal's one :class:`LoginThrottle`) refuses without hashing while the user
-    or the address is locked out, and records the outcome.
+    Every attempt costs the same hashing (:func:`portal.passwords.verify`). ``throttle`` (the
+    portal's one :class:`LoginThrottle`) refuses without hashing while this name from this address,
+    or this address, is locked out, and records the outcome. A good password against an older hash
+    upgrades it in the settings file; when that cannot be done, ``notes`` gets why.
     """
     if throttle is not None:
         wait = throttle.retry_after(name, address)
         if wait > 0:
             raise AccessError(f"too many failed sign-ins; try again in {int(wait) + 1} s")
-    stored = settings.auth.local_users.get(name)
-    if stored is None:
-        # The same hashing as for a known user, so the answer's timing does not tell who exists.
-        hmac.compare_digest(hash_password(password, _DUMMY_SALT, _dummy_iterations(settings)), "x")
-        ok = False
-    else:
-        iterations, salt = _parse_hash(name, stored)
-        ok = hmac.compare_digest(hash_password(password, salt, iterations), stored)
+    ok = passwords.verify(name, password, settings)
     if throttle is not None:
         (throttle.succeeded if ok else throttle.failed)(name, address)
     if not ok:
         raise AccessError("unknown user or wrong password")
-    return check_user_name(name)
+    checked = check_user_name(name)
+    if passwords.needs_upgrade(name, settings):
+        why = passwords.upgrade_stored_hash(name, password, settings)
+        if why and notes is not None:
+            notes.append(why)
+    return checked
 
 
 def session_expired(signed_in_at: float | None, settings: Settings, now: float | None = None) -> bool:
@@ -234,9 +205,11 @@ class _Failures:
 
 
 class LoginThrottle:
-    """Failed sign-ins per user name and per client address, in this process, in bounded memory.
+    """Failed sign-ins per user name from one client address, and per address, in this process, in
+    bounded memory.
 
-    After ``max_failures`` failures within ``window_s`` the key (the name, or the address) is locked
+    After ``max_failures`` failures within ``window_s`` the key (the name from that address, or the
+    address) is locked
     for ``lockout_s``, doubling with each further failure up to ``max_lockout_s``. At most
     ``max_entries`` keys are kept (the least recently touched go first). Thread-safe: every
     Streamlit session of the process shares one.
@@ -253,7 +226,9 @@ class LoginThrottle:
 
     @staticmethod
     def _keys(name: str, address: str | None) -> list[str]:
-        return [f"user:{name[:100]}", f"address:{address or 'local'}"]
+        """The name from this address, and the address: a guesser elsewhere cannot lock a user out."""
+        where = address or "local"
+        return [f"user:{name[:100]}@{where}", f"address:{where}"]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -281,6 +256,6 @@ class LoginThrottle:
                 self._entries.popitem(last=False)
 
     def succeeded(self, name: str, address: str | None) -> None:
-        """A good password clears the name's failures (the address keeps its own)."""
+        """A good password clears the name's failures from that address (the address keeps its own)."""
         with self._lock:
             self._entries.pop(self._keys(name, address)[0], None)

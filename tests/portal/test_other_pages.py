@@ -245,6 +245,8 @@ def test_local_login_form_when_users_are_configured(portal_env, monkeypatch):
     assert_no_exception(at)
     assert at.session_state["portal.user"] == "carol"
     assert any("Signed in as **carol**" in c.value for c in at.sidebar.caption)
+    assert "pbkdf2_sha256$1000$" not in config.read_text(encoding="utf-8")  # the older hash was upgraded
+    assert not at.warning
 
 
 def test_a_wrong_settings_file_is_reported_without_a_traceback(portal_env, monkeypatch):

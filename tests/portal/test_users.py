@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portal import users
+from portal import passwords
 from portal.users import (
     PBKDF2_ITERATIONS,
     AccessError,
@@ -116,10 +116,11 @@ def test_two_identity_headers_are_refused(tmp_path: Path):
         user_from_request([*proxy, ("X-Remote-User", "mallory, alice")], None, s)
 
 
-def test_local_login_with_password_hashes(tmp_path: Path):
+def test_local_login_with_password_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    assert PBKDF2_ITERATIONS >= 600_000 and hash_password("s3cret").split("$")[1] == str(PBKDF2_ITERATIONS)
+    monkeypatch.setattr(passwords, "PBKDF2_ITERATIONS", 20_000)  # the tests' current count: quicker
     old = hash_password("0ld-s3cret", iterations=1000)  # an older, cheaper hash still verifies
     new = hash_password("s3cret")
-    assert new.split("$")[1] == str(PBKDF2_ITERATIONS) and PBKDF2_ITERATIONS >= 600_000
     s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{new}"\ncarol = "{old}"\n')
     assert check_login("alice", "s3cret", s) == "alice"
     assert check_login("carol", "0ld-s3cret", s) == "carol"
@@ -128,9 +129,8 @@ def test_local_login_with_password_hashes(tmp_path: Path):
             check_login(name, pw, s)
 
 
-def test_unknown_user_costs_the_same_hashing_as_a_known_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Timing must not tell which names exist: an unknown name runs PBKDF2 with the same iterations."""
-    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{hash_password("pw", iterations=5000)}"\n')
+def _pbkdf2_work(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The iterations of every PBKDF2 call from now on."""
     calls: list[int] = []
     real = hashlib.pbkdf2_hmac
 
@@ -138,30 +138,74 @@ def test_unknown_user_costs_the_same_hashing_as_a_known_one(tmp_path: Path, monk
         calls.append(iterations)
         return real(name, password, salt, iterations)
 
-    monkeypatch.setattr(users.hashlib, "pbkdf2_hmac", counting)
-    for name in ("alice", "nobody"):
+    monkeypatch.setattr(passwords.hashlib, "pbkdf2_hmac", counting)
+    return calls
+
+
+def test_every_failed_attempt_costs_the_same_hashing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Timing must not tell which names exist: a name with an older, cheaper hash, one with a current
+    hash and an unknown one all cost the current count's work."""
+    monkeypatch.setattr(passwords, "PBKDF2_ITERATIONS", 20_000)
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nold = "{hash_password("pw", iterations=5000)}"'
+                            f'\ncurrent = "{hash_password("pw")}"\n')
+    work = {}
+    for name in ("old", "current", "nobody"):
+        calls = _pbkdf2_work(monkeypatch)
+        with pytest.raises(AccessError, match="unknown user or wrong password"):
+            check_login(name, "wrong", s)
+        work[name] = sum(calls)
+    assert work == {"old": 20_000, "current": 20_000, "nobody": 20_000}
+    # a stored count above the current one sets every attempt's work
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nslow = "{hash_password("pw", iterations=30_000)}"'
+                            f'\ncurrent = "{hash_password("pw")}"\n')
+    for name in ("current", "nobody", "slow"):
+        calls = _pbkdf2_work(monkeypatch)
         with pytest.raises(AccessError):
             check_login(name, "wrong", s)
-    assert calls == [5000, 5000]
+        assert sum(calls) == 30_000, name
 
 
-def test_failed_logins_are_throttled_per_user_and_per_address(tmp_path: Path):
+def test_a_good_password_upgrades_an_older_hash_in_the_settings_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(passwords, "PBKDF2_ITERATIONS", 20_000)
+    old = hash_password("pw", iterations=1000)
+    s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\ncarol = "{old}"\n')
+    config = tmp_path / "ft.toml"
+    config.chmod(0o640)
+    with pytest.raises(AccessError):
+        check_login("carol", "wrong", s)
+    assert old in config.read_text(encoding="utf-8")  # a wrong password changes nothing
+    notes: list[str] = []
+    assert check_login("carol", "pw", s, notes=notes) == "carol" and notes == []
+    upgraded = load_settings(config)
+    stored = upgraded.auth.local_users["carol"]
+    assert stored.split("$")[1] == "20000" and old not in config.read_text(encoding="utf-8")
+    assert config.stat().st_mode & 0o777 == 0o640 and upgraded.data_roots == s.data_roots
+    assert check_login("carol", "pw", upgraded, notes=notes) == "carol" and notes == []
+    assert load_settings(config).auth.local_users["carol"] == stored  # a current hash is left alone
+    # a hash the file holds twice (here in a comment too) is not rewritten: the user is told why
+    config.write_text(config.read_text(encoding="utf-8").replace(stored, old) + f"# was {old}\n", encoding="utf-8")
+    assert check_login("carol", "pw", load_settings(config), notes=notes) == "carol"
+    assert len(notes) == 1 and "not upgraded" in notes[0] and str(config) in notes[0]
+
+
+def test_failed_logins_are_throttled_per_user_from_an_address_and_per_address(tmp_path: Path):
     s = _settings(tmp_path, f'[auth]\nmode = "local"\n[auth.local_users]\nalice = "{hash_password("pw", iterations=100)}"\n')
     now = [1000.0]
     throttle = LoginThrottle(max_failures=3, lockout_s=60, clock=lambda: now[0])
     for _ in range(3):
         with pytest.raises(AccessError, match="wrong password"):
             check_login("alice", "guess", s, throttle=throttle, address="10.0.0.9")
-    # Locked: even the right password is refused, without hashing, for this user from anywhere...
+    # Locked: even the right password is refused, without hashing, for this user from this address...
     with pytest.raises(AccessError, match="too many failed sign-ins"):
-        check_login("alice", "pw", s, throttle=throttle, address="10.0.0.77")
-    # ...and for any name from the guessing address.
+        check_login("alice", "pw", s, throttle=throttle, address="10.0.0.9")
+    # ...and for any name from the guessing address; but the guesser cannot lock alice out elsewhere.
     with pytest.raises(AccessError, match="too many failed sign-ins"):
         check_login("bob", "pw", s, throttle=throttle, address="10.0.0.9")
-    now[0] += 61
     assert check_login("alice", "pw", s, throttle=throttle, address="10.0.0.77") == "alice"
-    # A good password clears the name's failures; the guessing address keeps its own, and each
-    # further failure after a lockout doubles it.
+    now[0] += 61
+    assert check_login("alice", "pw", s, throttle=throttle, address="10.0.0.9") == "alice"
+    # A good password clears the name's failures from that address; the address keeps its own, and
+    # each further failure after a lockout doubles it.
     assert throttle.retry_after("alice", "10.0.0.1") == 0
     with pytest.raises(AccessError, match="wrong password"):
         check_login("zed", "guess", s, throttle=throttle, address="10.0.0.9")
