@@ -134,7 +134,7 @@ def frameworks_section(settings: Settings, user: str) -> list[Any] | None:
     return reports
 
 
-def selector_section(ed: Editor, settings: Settings, executors: Any, reports: list[Any] | None) -> None:
+def selector_section(ed: Editor, settings: Settings, executors: Any, reports: list[Any] | None, user: str) -> None:
     from schedulers.launch import plan
     from schedulers.selector import duration_words
 
@@ -150,7 +150,7 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
     with st.spinner("Choosing…"):
         try:
             sel = plan(spec, scheduler=settings.scheduler, executors=executors, settings=settings,
-                       reports=reports, calibrate=False)  # a page view never starts calibration jobs
+                       reports=reports, calibrate=False, user=user)  # a page view never starts calibration jobs
         except (FlowTrainError, SchedulerError) as err:
             st.error(str(err))
             return
@@ -178,4 +178,4 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     executors = executors_for(str(settings.home))
     utilisation_section(settings, executors)
     reports = frameworks_section(settings, user)
-    selector_section(ed, settings, executors, reports)
+    selector_section(ed, settings, executors, reports, user)

@@ -75,7 +75,7 @@ def _do_submit(spec: Any, settings: Settings, user: str, framework: str, registr
         try:
             status.write("Choosing the framework and partition (installed frameworks, free resources)…")
             selection = plan(spec, scheduler=settings.scheduler, framework=framework, executors=executors,
-                             settings=settings)
+                             settings=settings, user=user)
             if selection.reasons:
                 status.write(selection.reasons[0])
             status.write("Generating the training program and submitting it…")

@@ -82,13 +82,15 @@ def calibrate_selection(
     settings: Settings,
     force: bool = False,
     on_event: Callable[[str], Any] | None = None,
+    user: str | None = None,
 ) -> list[CalibrationResult]:
     """Measure every feasible candidate of ``selection`` that has no fresh measurement (all of them
     with ``force``). ``spec`` must be pinned to the user's data already. Returns one result per
     (framework, environment, kind of nodes); failures are results too (:class:`CalibrationFailed`
-    is for the caller to raise when it needs a measurement)."""
+    is for the caller to raise when it needs a measurement). The measurements are ``user``'s (default:
+    the OS user's; :class:`schedulers.speed.SpeedCache`)."""
     say = on_event or (lambda text: None)
-    cache = SpeedCache(settings.home)
+    cache = SpeedCache(settings.home, user)
     max_age_s = settings.selector.max_age_days * 86400
     results: list[CalibrationResult] = []
     done: dict[str, CalibrationResult] = {}

@@ -153,7 +153,7 @@ def plan(
     util = utilisation_for(scheduler, executors)
     accounting = accounting_for(executors, slurm_user) if scheduler == "slurm" else None
     require = None if framework in (None, "auto") else framework
-    speeds = speed_book(settings)
+    speeds = speed_book(settings, user)
     selection = select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting,
                        speeds=speeds)
     if calibrate is None:
@@ -164,15 +164,15 @@ def plan(
 
     pinned = pin_source(spec, user or os_user(), settings)
     calibrate_selection(pinned, analysis or validate(pinned), selection, scheduler=scheduler, executors=executors,
-                        settings=settings, on_event=on_event)
+                        settings=settings, on_event=on_event, user=user or os_user())
     util = utilisation_for(scheduler, executors)  # calibration took a while
     return select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting,
                   speeds=speeds)
 
 
-def speed_book(settings: Settings) -> SpeedBook:
-    """The measurements cached under the settings' home, with their age limit."""
-    return SpeedBook(SpeedCache(settings.home), max_age_s=settings.selector.max_age_days * 86400)
+def speed_book(settings: Settings, user: str | None = None) -> SpeedBook:
+    """``user``'s measurements (default: the OS user's) cached under the settings' home, with their age limit."""
+    return SpeedBook(SpeedCache(settings.home, user), max_age_s=settings.selector.max_age_days * 86400)
 
 
 def submit_run(

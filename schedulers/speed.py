@@ -10,20 +10,23 @@ The selector (:mod:`schedulers.selector`) ranks candidates by time to result, wh
    partitions of the same nodes share measurements).
 2. **The MACs model** until one exists — training MACs per sample (3 × the forward MACs of
    :attr:`core.validate.Analysis.total_macs`) over an effective rate: the median rate of the
-   measurements on the same kind of nodes (same framework first, then any framework), else a default
+   user's own measurements on the same kind of nodes (same framework first, then any framework), else a default
    rate per CPU core or per GPU (:data:`DEFAULT_CPU_MACS_PER_S`, :data:`DEFAULT_GPU_MACS_PER_S`).
 
 A measurement is **stale** when older than the age limit (``[selector] max_age_days``) or when the
 environment's framework version changed since; a stale measurement is not used (the model is, with
 the reason said), and the next calibration replaces it.
 
-The cache is ``<home>/calibration.db`` (SQLite, 0600, one row per key).
+The cache is ``<home>/calibration.db`` (SQLite, 0600, one row per user and key): each user's
+measurements, and the MACs model's rates, are that user's own (:class:`SpeedCache`), so in a
+shared home one user's figures never steer another's choice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import pwd
 import sqlite3
 import statistics
 import time
@@ -37,6 +40,7 @@ from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
 from schedulers.registry_db import private_file
+from settings.access import os_user
 
 DB_NAME = "calibration.db"
 TRAIN_MACS_FACTOR = 3  # a training step: the forward products, and two as many in the backward pass
@@ -45,7 +49,8 @@ DEFAULT_GPU_MACS_PER_S = 2e12  # per GPU
 DEFAULT_MAX_AGE_DAYS = 30.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
-    key TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    key TEXT NOT NULL,
     framework TEXT NOT NULL,
     version TEXT NOT NULL,
     environment TEXT NOT NULL,
@@ -59,9 +64,12 @@ CREATE TABLE IF NOT EXISTS measurements (
     startup_s REAL NOT NULL,
     train_samples INTEGER NOT NULL,
     macs_per_sample INTEGER NOT NULL,
-    doc TEXT NOT NULL
+    doc TEXT NOT NULL,
+    PRIMARY KEY (user, key)
 )
 """
+COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware", "scheduler", "job_id",
+           "measured_at", "samples_per_s", "step_s", "startup_s", "train_samples", "macs_per_sample", "doc")
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class Measurement:
     train_samples: int
     macs_per_sample: int  # training MACs of one sample (TRAIN_MACS_FACTOR x forward)
     doc: Mapping[str, Any]  # the program's calibration.json
+    user: str = ""  # whose calibration job measured it (set by SpeedCache.put)
 
     @property
     def macs_per_s(self) -> float:
@@ -156,16 +165,25 @@ def planned_train_samples(spec: PipelineSpec) -> int | None:
 
 
 class SpeedCache:
-    """``<home>/calibration.db``: the measurements, one row per key."""
+    """``<home>/calibration.db``: one user's measurements, one row per (user, key).
 
-    def __init__(self, home: str | Path) -> None:
+    In a shared home (one portal account serving many users) each user's figures steer only that
+    user's choices: every query is filtered by ``user`` (default: the OS user). A file written before
+    measurements were per user is migrated once; its rows become those of the file's owner (who ran
+    every job in a per-user home; in a shared one, the service account, whose figures no portal
+    user's queries read).
+    """
+
+    def __init__(self, home: str | Path, user: str | None = None) -> None:
         self.path = Path(home) / DB_NAME
+        self.user = user if user is not None else os_user()
 
     def _conn(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         private_file(self.path)
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
+        _migrate(conn, self.path)
         conn.execute(SCHEMA)
         return conn
 
@@ -173,10 +191,10 @@ class SpeedCache:
         conn = self._conn()
         try:
             conn.execute(
-                "INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (m.key, m.framework, m.version, m.environment, m.partition, m.hardware, m.scheduler, m.job_id,
-                 m.measured_at, m.samples_per_s, m.step_s, m.startup_s, m.train_samples, m.macs_per_sample,
-                 json.dumps(dict(m.doc))),
+                f"INSERT OR REPLACE INTO measurements (user, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)})",
+                (self.user, m.key, m.framework, m.version, m.environment, m.partition, m.hardware, m.scheduler,
+                 m.job_id, m.measured_at, m.samples_per_s, m.step_s, m.startup_s, m.train_samples,
+                 m.macs_per_sample, json.dumps(dict(m.doc))),
             )
         finally:
             conn.close()
@@ -184,7 +202,7 @@ class SpeedCache:
     def get(self, key: str) -> Measurement | None:
         conn = self._conn()
         try:
-            row = conn.execute("SELECT * FROM measurements WHERE key = ?", (key,)).fetchone()
+            row = conn.execute("SELECT * FROM measurements WHERE user = ? AND key = ?", (self.user, key)).fetchone()
         finally:
             conn.close()
         return _measurement(row) if row is not None else None
@@ -192,20 +210,46 @@ class SpeedCache:
     def on_hardware(self, hardware: str) -> list[Measurement]:
         conn = self._conn()
         try:
-            rows = conn.execute("SELECT * FROM measurements WHERE hardware = ?", (hardware,)).fetchall()
+            rows = conn.execute("SELECT * FROM measurements WHERE user = ? AND hardware = ?",
+                                (self.user, hardware)).fetchall()
         finally:
             conn.close()
         return [_measurement(r) for r in rows]
 
     def all(self) -> list[Measurement]:
+        """This user's measurements, newest first."""
         if not self.path.exists():
             return []
         conn = self._conn()
         try:
-            rows = conn.execute("SELECT * FROM measurements ORDER BY measured_at DESC").fetchall()
+            rows = conn.execute("SELECT * FROM measurements WHERE user = ? ORDER BY measured_at DESC",
+                                (self.user,)).fetchall()
         finally:
             conn.close()
         return [_measurement(r) for r in rows]
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """A cache from before per-user measurements (no ``user`` column): its rows become the file owner's."""
+    columns = [r["name"] for r in conn.execute("PRAGMA table_info(measurements)")]
+    if not columns or "user" in columns:
+        return
+    try:
+        owner = pwd.getpwuid(path.stat().st_uid).pw_name
+    except KeyError:
+        owner = str(path.stat().st_uid)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if "user" not in [r["name"] for r in conn.execute("PRAGMA table_info(measurements)")]:
+            conn.execute("ALTER TABLE measurements RENAME TO measurements_before_users")
+            conn.execute(SCHEMA)
+            conn.execute(f"INSERT INTO measurements (user, {', '.join(COLUMNS)}) "
+                         f"SELECT ?, {', '.join(COLUMNS)} FROM measurements_before_users", (owner,))
+            conn.execute("DROP TABLE measurements_before_users")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _measurement(row: sqlite3.Row) -> Measurement:

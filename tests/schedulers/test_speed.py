@@ -229,3 +229,50 @@ def test_the_key_ignores_what_does_not_change_a_step() -> None:
     assert [duration_words(s) for s in (5, 83, 400, 7200, 5 * 86400)] == ["~5 s", "~83 s", "~7 min", "~2.0 h",
                                                                           "~5 days"]
     json.dumps(select(spec, a, REPORTS, idle(), support=all_supported).to_dict())  # the portal shows it as JSON
+
+
+def test_one_users_figures_do_not_steer_anothers_estimate(tmp_path: Path) -> None:
+    """A shared home (one portal account): bob's extreme measurements, of the same graph and of
+    another, change neither alice's measured speed nor her MACs model's rate."""
+    alice, bob = SpeedCache(tmp_path, "alice"), SpeedCache(tmp_path, "bob")
+    spec = mnist()
+    record(alice, spec, "keras", 2000.0, hardware=HW)
+    other = spec_from_dict({**spec.model_dump(mode="json"), "data": {**spec.model_dump(mode="json")["data"],
+                                                                     "batch_size": 32}})
+
+    def alice_sees() -> tuple[float, float]:
+        measured = next(c for c in choose(spec, idle(), alice).candidates if (c.framework, c.partition) == ("keras", "cpu"))
+        modelled = next(c for c in choose(other, idle(), alice).candidates if (c.framework, c.partition) == ("keras", "cpu"))
+        assert (measured.speed_source, modelled.speed_source) == ("measured", "model")
+        return measured.samples_per_s, modelled.samples_per_s
+
+    before = alice_sees()
+    assert before == (pytest.approx(2000.0), pytest.approx(2000.0))
+    for graph in (spec, mnist(epochs=3), spec_from_dict({**spec.model_dump(mode="json"), "name": "bobs"})):
+        record(bob, graph, "keras", 9e9, hardware=HW)
+        record(bob, graph, "torch", 1e-3, hardware=HW)
+    bob_other = next(c for c in choose(other, idle(), bob).candidates if (c.framework, c.partition) == ("keras", "cpu"))
+    assert bob_other.samples_per_s == pytest.approx(9e9)  # bob's own estimate follows his figures
+    assert alice_sees() == before
+    assert [m.user for m in alice.all()] == ["alice"] and {m.user for m in bob.all()} == {"bob"}
+
+
+def test_a_cache_from_before_per_user_measurements_becomes_its_owners(tmp_path: Path) -> None:
+    import sqlite3
+
+    from settings.access import os_user
+
+    old_schema = ("CREATE TABLE measurements (key TEXT PRIMARY KEY, framework TEXT NOT NULL, version TEXT NOT NULL, "
+                  "environment TEXT NOT NULL, partition TEXT NOT NULL, hardware TEXT NOT NULL, scheduler TEXT NOT NULL, "
+                  "job_id TEXT NOT NULL, measured_at REAL NOT NULL, samples_per_s REAL NOT NULL, step_s REAL NOT NULL, "
+                  "startup_s REAL NOT NULL, train_samples INTEGER NOT NULL, macs_per_sample INTEGER NOT NULL, "
+                  "doc TEXT NOT NULL)")
+    with sqlite3.connect(tmp_path / "calibration.db") as conn:
+        conn.execute(old_schema)
+        conn.execute("INSERT INTO measurements VALUES ('k1', 'torch', '2.13.0', 'all', 'cpu', ?, 'slurm', '5', ?, "
+                     "1500.0, 0.04, 2.0, 1437, 1000, '{}')", (HW, NOW - 60))
+    conn.close()
+    assert SpeedCache(tmp_path, "someone-else").all() == []
+    [m] = SpeedCache(tmp_path).all()  # the OS user, who owns the file
+    assert (m.user, m.key, m.samples_per_s, m.job_id) == (os_user(), "k1", 1500.0, "5")
+    assert SpeedCache(tmp_path).get("k1") == m
