@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -83,12 +84,12 @@ class SweepSpec(Strict):
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One variant: its index (the job array's task id), the swept values and the validated spec."""
+    """One variant: its index (the job array's task id) and the swept values. Its spec and analysis
+    are made again when needed (:meth:`SweepPlan.variant`), not kept: a large pipeline's are
+    hundreds of kilobytes each, and a sweep may have a thousand points."""
 
     index: int
     values: dict[str, Any]
-    spec: PipelineSpec
-    analysis: Analysis
 
     def words(self) -> str:
         return ", ".join(f"{k}={_show(v)}" for k, v in self.values.items())
@@ -103,6 +104,19 @@ class SweepPlan:
     @property
     def parallelism(self) -> int:
         return min(self.sweep.parallelism, len(self.points))
+
+    def variant(self, point: SweepPoint) -> tuple[PipelineSpec, Analysis]:
+        """The point's spec and its analysis (every point was validated by :func:`expand_sweep`)."""
+        spec = spec_from_dict(variant_doc(self.spec, point.values))
+        analysis = analyse(spec)
+        if analysis.problems:  # the same spec passed in expand_sweep: only a changed op registry gets here
+            raise SpecError(analysis.problems)
+        return spec, analysis
+
+    def variants(self) -> Iterator[tuple[SweepPoint, PipelineSpec, Analysis]]:
+        """Each point with its spec and analysis, one at a time."""
+        for point in self.points:
+            yield (point, *self.variant(point))
 
 
 # --------------------------------------------------------------------------- reading
@@ -293,10 +307,9 @@ def expand_sweep(spec: PipelineSpec, sweep: SweepSpec) -> SweepPlan:
         except SpecError as exc:
             variant_problems = exc.problems
         else:
-            analysis = analyse(variant)
-            variant_problems = analysis.problems
+            variant_problems = analyse(variant).problems
             if not variant_problems:
-                points.append(SweepPoint(index, values, variant, analysis))
+                points.append(SweepPoint(index, values))  # the spec and analysis go: made again when needed
                 continue
         for p in variant_problems:
             key = (p.location, p.message, p.received)

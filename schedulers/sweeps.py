@@ -58,7 +58,7 @@ def submit_sweep(
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     selection = plan(spec, scheduler=scheduler, framework=framework, analysis=validate(spec), executors=executors,
-                     settings=settings).require()
+                     settings=settings, user=user).require()
     framework_name = str(selection.framework)
     partition = None if scheduler == "local" else selection.partition
     record = registry.create_sweep(
@@ -66,14 +66,14 @@ def submit_sweep(
         points=[p.values for p in expanded.points], scheduler=scheduler, framework=framework_name,
         parallelism=expanded.parallelism, metric=sweep.metric.name, goal=sweep.metric.goal)
     runs = [registry.create_run(
-        user=user, spec_json=p.spec.to_json(), spec_hash=p.spec.spec_hash(), framework=framework_name,
-        scheduler=scheduler, name=p.spec.name, partition=selection.partition, environment=selection.python,
-        selection=selection.to_dict(), run_id=f"{record.id}-{p.index}", data_source=p.spec.data.source,
-        sweep_id=record.id, sweep_point=p.index) for p in expanded.points]
+        user=user, spec_json=v.to_json(), spec_hash=v.spec_hash(), framework=framework_name,
+        scheduler=scheduler, name=v.name, partition=selection.partition, environment=selection.python,
+        selection=selection.to_dict(), run_id=f"{record.id}-{p.index}", data_source=v.data.source,
+        sweep_id=record.id, sweep_point=p.index) for p, v, _ in expanded.variants()]
     try:
         requests = []
-        for point, run in zip(expanded.points, runs, strict=True):
-            generate(point.spec, framework_name, point.analysis).write(run.run_dir)
+        for (_, variant, analysis), run in zip(expanded.variants(), runs, strict=True):
+            generate(variant, framework_name, analysis).write(run.run_dir)
             requests.append(JobRequest(
                 run_dir=run.run_dir, name=f"ft-{spec.name}", framework=framework_name,
                 resources=replace(selection.resources, partition=partition), args=tuple(args),
