@@ -8,6 +8,10 @@ weights (:mod:`core.onnx_export`, no framework) to ``<run dir>/model.onnx``. The
 in the run's history; a failure is recorded there as a warning and never fails the run or the
 caller.
 
+A run's recorded interpreter is run only for the run's own user, or when it is one of the configured
+environments' (:func:`checked_python`): an administrator acting for another user (``--user``), or a
+shared portal's account, never runs an interpreter just because a registry names it.
+
 ``model/model.onnx``, where present, is the framework's own export written by ``train.py``
 (torch's exporter; Keras and paddle only with optional packages); ``model.onnx`` beside it is
 FlowTrain's, the same for every framework.
@@ -19,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from core.errors import FlowTrainError
 from schedulers.run_files import ONNX_NAME
 from schedulers.run_records import Run, StateChange
 
@@ -28,6 +33,31 @@ if TYPE_CHECKING:
     from core.trained import Trained
 
 EXPORT_TIMEOUT_S = 600.0
+
+
+class UntrustedInterpreter(FlowTrainError):
+    """Another user's run names an interpreter that no configured environment has."""
+
+    exit_code = 2
+
+
+def checked_python(run: Run) -> str | None:
+    """The interpreter to read ``run``'s model back with: its recorded one, when this process's OS
+    user is the run's user or the interpreter is a configured environment's (the environments file
+    is the administrator's); :class:`UntrustedInterpreter` otherwise. A registry row is data: a
+    tampered one must not make an administrator run a program of another user's choosing."""
+    from settings import load_settings
+    from settings.access import os_user
+
+    if run.environment is None or run.user == os_user():
+        return run.environment
+    allowed = {env.python for env in load_settings().environments}
+    if run.environment in allowed:
+        return run.environment
+    raise UntrustedInterpreter(
+        f"run {run.id} of {run.user} records the interpreter {run.environment!r}, which is not one of the "
+        f"configured environments' ({', '.join(sorted(allowed)) or 'none'}); it is not run as {os_user()}. "
+        f"Export the run as {run.user}, or give its weights with --weights")
 
 
 class RunBook(Protocol):
@@ -54,7 +84,7 @@ def export_run_onnx(run: Run, out: str | Path, *, weights: str | Path | None = N
         from core.weights import load_npz
 
         return _write(run, load_npz(weights), out), str(weights)
-    trained = read_trained(run.run_dir, python=run.environment, timeout=timeout)
+    trained = read_trained(run.run_dir, python=checked_python(run), timeout=timeout)
     return _write(run, trained.weights, out), trained.saved_model
 
 
@@ -71,9 +101,14 @@ def export_completed_runs(registry: RunBook, run_ids: Sequence[str]) -> list[str
     from core.trained import read_trained_many
 
     by_python: dict[str | None, dict[Path, Run]] = {}
-    for run in (registry.get(run_id) for run_id in run_ids):
-        by_python.setdefault(run.environment, {})[run.run_dir.resolve()] = run
     notes = []
+    for run in (registry.get(run_id) for run_id in run_ids):
+        try:
+            python = checked_python(run)
+        except UntrustedInterpreter as exc:
+            notes.append(_record(registry, run, exc))
+            continue
+        by_python.setdefault(python, {})[run.run_dir.resolve()] = run
     for python, group in by_python.items():
         done: set[str] = set()
         try:

@@ -82,3 +82,32 @@ def test_what_is_neither_a_spec_nor_a_run_is_refused(tmp_path: Path) -> None:
     np.save(tmp_path / "one.npy", np.zeros(3))
     bad = flowtrain(tmp_path, "export-onnx", str(spec_file(tmp_path)), "--weights", "one.npy")
     assert bad.returncode == 2 and "one.npy cannot be read as canonical weights (.npz)" in bad.stderr
+
+
+def test_an_admin_never_runs_the_interpreter_another_users_run_records(tmp_path: Path) -> None:
+    """``export-onnx RUN --user alice`` by an administrator: alice's run names a program of her choosing
+    as its interpreter (a tampered registry row); it is refused, not run as the administrator."""
+    import json
+
+    from schedulers.runs import RunRegistry
+    from settings.access import os_user
+
+    marker = tmp_path / "ran-as-admin"
+    evil = tmp_path / "evil-python"
+    evil.write_text(f"#!/bin/sh\ntouch {marker}\n", encoding="utf-8")
+    evil.chmod(0o755)
+    config = tmp_path / "flowtrain.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[auth]\nadmins = ["{os_user()}"]\n', encoding="utf-8")
+    run = RunRegistry(home=tmp_path / "home").create_run(
+        user="alice", spec_json=flatten_linear_spec().to_json(), spec_hash="h", framework="torch", scheduler="local",
+        environment=str(evil))
+    (run.run_dir / "manifest.json").write_text(json.dumps({"framework": "torch"}), encoding="utf-8")
+    (run.run_dir / "model").mkdir()
+    (run.run_dir / "model" / "model.pt").write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
+    env.update(FLOWTRAIN_CONFIG=str(config), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", "export-onnx", run.id, "--user", "alice"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), "the run's recorded interpreter ran as the administrator"
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"records the interpreter '{evil}', which is not one of the configured environments'" in proc.stderr

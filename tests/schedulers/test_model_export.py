@@ -100,3 +100,28 @@ def test_a_runs_export_can_take_weights_from_a_file(reg: RunRegistry, tmp_path: 
     assert source == str(tmp_path / "w.npz")
     stored = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
     np.testing.assert_array_equal(stored["conv/weight"], weights["conv/weight"])
+
+
+def test_another_users_run_never_runs_the_interpreter_its_record_names(reg: RunRegistry, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconcile of a shared registry (a portal account, an administrator's ``status --user``)
+    exports other users' runs: a recorded interpreter that no configured environment has is refused,
+    with the reason in the run's history."""
+    from schedulers.model_export import export_completed_runs
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil-python"
+    evil.write_text(f"#!/bin/sh\ntouch {marker}\n", encoding="utf-8")
+    evil.chmod(0o755)
+    monkeypatch.setenv("FLOWTRAIN_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("", encoding="utf-8")
+    monkeypatch.delenv("FLOWTRAIN_ENVIRONMENTS", raising=False)
+    run = reg.create_run(user="alice", spec_json=SPEC.to_json(), spec_hash=SPEC.spec_hash(), framework="torch",
+                         scheduler="local", name=SPEC.name, environment=str(evil))
+    (run.run_dir / "manifest.json").write_text('{"framework": "torch"}', encoding="utf-8")
+    (run.run_dir / "model").mkdir()
+    (run.run_dir / "model" / "model.pt").write_bytes(b"")
+    [note] = export_completed_runs(reg, [run.id])
+    assert not marker.exists()
+    assert "UntrustedInterpreter" in note and "not one of the configured environments'" in note
+    assert export_note(reg, run.id) == note
