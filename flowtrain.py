@@ -12,6 +12,7 @@ import os
 import sys
 
 from cli import COMMAND_MODULES
+from cli.terminal import terminal_text
 from core.errors import FlowTrainError
 
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except FlowTrainError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_text(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

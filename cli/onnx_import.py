@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cli.terminal import terminal_text
 from core.errors import CommandError
 
 
@@ -36,7 +37,8 @@ def cmd_import_onnx(args: argparse.Namespace) -> int:
     spec_path, weights_path = save_import(result, out)
     nodes = len(result.spec.model.nodes)
     params = sum(int(a.size) for a in result.weights.values())
-    print(f"{spec_path}: {nodes} nodes; {weights_path}: {len(result.weights)} weights ({params:,} numbers)")
-    for note in result.notes:
-        print(f"note: {note}")
+    print(terminal_text(f"{spec_path}: {nodes} nodes; {weights_path}: {len(result.weights)} weights ({params:,} "
+                        "numbers)"))
+    for note in result.notes:  # a note may quote the model's own text (op types, names)
+        print(f"note: {terminal_text(note)}")
     return 0

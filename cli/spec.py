@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from cli.terminal import terminal_text
 from core import zoo
 from core.errors import SpecError
 from core.load import load_spec
@@ -85,7 +86,7 @@ def _report(problems: list[Any], as_json: bool) -> int:
     if as_json:
         print(json.dumps({"valid": False, "problems": [p.to_dict() for p in problems]}, indent=2))
     else:
-        print(f"error: {SpecError(problems)}", file=sys.stderr)
+        print(f"error: {terminal_text(str(SpecError(problems)))}", file=sys.stderr)
     return 2
 
 

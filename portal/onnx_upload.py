@@ -21,6 +21,7 @@ import numpy as np
 from core.errors import FlowTrainError, SpecError
 from portal import limits
 from portal.editor_state import Editor
+from portal.param_text import md_text
 from settings import Settings
 from settings.access import data_roots, pin_source
 
@@ -29,7 +30,9 @@ MAX_PROBLEMS_SHOWN = 25
 
 
 def _problems_text(err: SpecError) -> str:
-    lines = [f"- {str(p).replace('`', chr(39))}" for p in err.problems[:MAX_PROBLEMS_SHOWN]]
+    """The problems as a Markdown list; each one's text literal (it quotes the model's op types and
+    node names, which the model's author chose)."""
+    lines = [f"- {md_text(str(p))}" for p in err.problems[:MAX_PROBLEMS_SHOWN]]
     if len(err.problems) > MAX_PROBLEMS_SHOWN:
         lines.append(f"- … and {len(err.problems) - MAX_PROBLEMS_SHOWN} more")
     return f"{len(err.problems)} problem(s):\n\n" + "\n".join(lines)
@@ -58,7 +61,7 @@ def import_onnx_upload(ed: Editor, name: str, size: int, read: Callable[[], byte
     from core.onnx_import import import_onnx  # onnx is imported when a model is uploaded, not with the page
 
     if size > limits.MAX_ONNX_UPLOAD_BYTES:
-        ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; an ONNX upload may have at most "
+        ed.notice("error", f"Could not import {md_text(name)}: it is {size / 2**20:.1f} MB; an ONNX upload may have at most "
                            f"{limits.MAX_ONNX_UPLOAD_MB} MB (import larger models with `python -m flowtrain "
                            "import-onnx`).", "toolbar", topic=TOPIC)
         return False
@@ -74,13 +77,13 @@ def import_onnx_upload(ed: Editor, name: str, size: int, read: Callable[[], byte
         training = result.spec.training.model_copy(update={"init_weights": str(weights)})
         spec = pin_source(result.spec.model_copy(update={"training": training}), user, settings)
     except SpecError as err:
-        ed.notice("error", f"Could not import {name}: {_problems_text(err)}", "toolbar", topic=TOPIC)
+        ed.notice("error", f"Could not import {md_text(name)}: {_problems_text(err)}", "toolbar", topic=TOPIC)
         return False
     except FlowTrainError as err:
-        ed.notice("error", f"Could not import {name}: {err}", "toolbar", topic=TOPIC)
+        ed.notice("error", f"Could not import {md_text(name)}: {md_text(str(err))}", "toolbar", topic=TOPIC)
         return False
     ed.load_spec(spec)
-    notes = "".join(f" Note: {n}." for n in result.notes)
-    ed.notice("success", f"Imported {name}: {len(spec.model.nodes)} nodes, starting from its weights "
-                         f"({weights}).{notes}", "toolbar", topic=TOPIC)
+    notes = "".join(f" Note: {md_text(n)}." for n in result.notes)
+    ed.notice("success", f"Imported {md_text(name)}: {len(spec.model.nodes)} nodes, starting from its weights "
+                         f"({md_text(str(weights))}).{notes}", "toolbar", topic=TOPIC)
     return True

@@ -61,3 +61,18 @@ def test_an_unsupported_model_is_refused_with_its_problems(tmp_path: Path) -> No
     assert not (tmp_path / "erf.json").exists()
     missing = flowtrain(tmp_path, "import-onnx", "nothing.onnx")
     assert missing.returncode == 2 and "no such ONNX file" in missing.stderr
+
+
+def test_the_models_own_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """An op type or node name with escape sequences (retitle the window, clear the screen) is
+    printed with its control characters made visible."""
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Erf\x1b]2;owned\x07", ["x"], ["y"], name="gate\x1b[2J\u202e")], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(tmp_path / "esc.onnx"))
+    proc = flowtrain(tmp_path, "import-onnx", "esc.onnx")
+    assert proc.returncode == 2
+    assert not any(c in proc.stderr for c in "\x1b\x07\u202e"), repr(proc.stderr[:300])
+    assert "onnx.nodes[gate\\x1b[2J\\u202e]: Erf\\x1b]2;owned\\x07 (opset 13)" in proc.stderr

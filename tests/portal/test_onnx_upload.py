@@ -4,6 +4,7 @@ be imported shows its problems and leaves the pipeline alone; an oversize upload
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from core.onnx_import import import_onnx
 from portal import limits
 from portal.editor_state import Editor
 from portal.onnx_upload import import_onnx_upload
+from portal.param_text import md_text
 from portal.users import default_local_user
 from settings import load_settings
 from tests.onnx_models import published, with_random_weights
@@ -35,7 +37,7 @@ def test_import_onnx_loads_the_model_and_starts_from_its_weights(app, portal_env
     assert weights.parent == (portal_env / "data" / "imported").resolve() and weights.is_file()
     with np.load(weights) as saved:
         assert sorted(saved.files) == sorted(import_onnx(model).weights)
-    assert any("Imported squeezenet.onnx" in s.value for s in at.success)
+    assert any("Imported " + md_text("squeezenet.onnx") in s.value for s in at.success)
 
 
 def test_a_model_that_cannot_be_imported_shows_its_problems_and_keeps_the_pipeline(app) -> None:
@@ -49,8 +51,8 @@ def test_a_model_that_cannot_be_imported_shows_its_problems_and_keeps_the_pipeli
     at.file_uploader(key=f"toolbar.onnx.{ed.imports}").set_value(("erf.onnx", raw, "application/octet-stream"))
     at.run()
     assert_no_exception(at)
-    [error] = [e.value for e in at.error if "Could not import erf.onnx" in e.value]
-    assert "onnx.nodes[gate]: Erf (opset 13)" in error and "LRN" in error  # the supported ops are listed
+    [error] = [e.value for e in at.error if "Could not import " + md_text("erf.onnx") in e.value]
+    assert md_text("onnx.nodes[gate]: Erf (opset 13)") in error and "LRN" in error  # the supported ops are listed
     assert [n["id"] for n in editor(at).nodes] == before
 
 
@@ -64,3 +66,22 @@ def test_an_oversize_upload_is_refused_before_it_is_read(portal_env: Path) -> No
     assert not import_onnx_upload(ed, "vgg.onnx", size, never_read, load_settings(), default_local_user())
     [notice] = ed.notices_in("toolbar")
     assert notice.level == "error" and f"at most {limits.MAX_ONNX_UPLOAD_MB} MB" in notice.text
+
+
+def test_the_models_own_text_is_shown_literally_never_as_markdown(portal_env: Path) -> None:
+    """An op type and a node name are the model author's text: a link, an image or an HTML tag in them
+    stays text in the notice (rendered Markdown would make them live)."""
+    op, node = "[Erf](https://evil.example/x)", "<img src=x onerror=alert(1)>"
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], name=node)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    raw = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    ed = Editor()
+    assert not import_onnx_upload(ed, "[a](https://x.example).onnx", len(raw), lambda: raw, load_settings(),
+                                  default_local_user())
+    [notice] = ed.notices_in("toolbar")
+    assert notice.level == "error"
+    for live in (op, node, "](https://"):
+        assert live not in notice.text, live
+    assert not re.search(r"(?<!\\)[<\[]", notice.text), notice.text  # every < and [ escaped
+    assert md_text(op) in notice.text and md_text(node) in notice.text
