@@ -174,10 +174,33 @@ def acting_user(settings: Settings, requested: str | None = None, *, me: str | N
     """The user a command-line command acts as: the OS user, or ``requested`` when the OS user is one
     of ``[auth] admins``."""
     me = me or os_user()
-    if requested is not None and requested != me and me not in settings.auth.admins:
-        raise AccessError(f"--user {requested}: only the administrators listed in [auth] admins may act for "
-                          f"other users; you are {me}. Leave --user out to act as yourself")
+    if requested is not None and requested != me:
+        if me not in settings.auth.admins:
+            raise AccessError(f"--user {requested}: only the administrators listed in [auth] admins may act for "
+                              f"other users; you are {me}. Leave --user out to act as yourself")
+        _check_home_is_yours(settings, f"--user {requested}")
     return check_user_name(requested or me)
+
+
+def _check_home_is_yours(settings: Settings, flag: str) -> None:
+    """An administrator acts for others only on a home that no one else can write: its registry's
+    records (run directories, log paths, job ids, interpreters) are then FlowTrain's own, not a
+    user's forgery for the administrator to act on (read, cancel, run)."""
+    try:
+        st = settings.home.stat()
+    except FileNotFoundError:
+        return  # nothing recorded yet
+    except OSError as exc:
+        raise AccessError(f"{flag}: the home {settings.home} cannot be checked ({exc.strerror})") from None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        raise AccessError(f"{flag}: the home {settings.home} belongs to {owner} (mode {st.st_mode & 0o777:o}), not "
+                          f"to you alone: its records are not FlowTrain's own to act on. Act for others as the "
+                          "account that owns the shared home (e.g. sudo -u that account), never on a home another "
+                          "user can write")
 
 
 def listing_user(settings: Settings, requested: str | None = None, *, all_users: bool = False,
@@ -189,5 +212,6 @@ def listing_user(settings: Settings, requested: str | None = None, *, all_users:
         if me not in settings.auth.admins:
             raise AccessError(f"--all-users: only the administrators listed in [auth] admins may list every "
                               f"user's runs; you are {me}")
+        _check_home_is_yours(settings, "--all-users")
         return None
     return acting_user(settings, requested, me=me)

@@ -74,6 +74,30 @@ def test_user_is_the_os_user_and_only_admins_act_for_others(tmp_path: Path) -> N
     assert _flowtrain(admin, "status", theirs.id, "--user", "mallory").returncode == 0
 
 
+
+def test_an_admin_acts_for_others_only_on_a_home_no_one_else_can_write(tmp_path: Path) -> None:
+    """A home another user owns (or can write) holds records that user could have forged (a run
+    directory, a job id, an interpreter): an administrator's --user and --all-users refuse it."""
+    registry = RunRegistry(home=tmp_path / "home")
+    theirs = registry.create_run(user="mallory", spec_json="{}", spec_hash="x", framework="torch",
+                                 scheduler="local", name="theirs")
+    admin = _env(tmp_path, f'[auth]\nadmins = ["{ME}"]\n')
+    home = tmp_path / "home"
+    home.chmod(0o777)
+    for args in (["status", theirs.id, "--user", "mallory"], ["runs", "--all-users"],
+                 ["cancel", theirs.id, "--user", "mallory"], ["logs", theirs.id, "--user", "mallory"]):
+        out = _flowtrain(admin, *args)
+        assert out.returncode == 2 and f"the home {home} belongs to {ME} (mode 777), not to you alone" in out.stderr, \
+            (args, out.stderr)
+    assert registry.get(theirs.id).state.value == "PENDING"  # not cancelled
+    home.chmod(0o700)
+    assert _flowtrain(admin, "status", theirs.id, "--user", "mallory").returncode == 0
+    if os.geteuid() == 0:  # root can give the home away: a home another user owns
+        os.chown(home, 65534, 65534)
+        out = _flowtrain(admin, "status", theirs.id, "--user", "mallory")
+        assert out.returncode == 2 and "not to you alone" in out.stderr, out.stderr
+        os.chown(home, 0, 0)
+
 def test_command_line_writes_private_files(tmp_path: Path) -> None:
     """The CLI sets umask 077: what it generates is readable by its owner only."""
     env = _env(tmp_path)
