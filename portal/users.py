@@ -44,14 +44,14 @@ __all__ = [
 ]
 
 
-
 def _header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
     wanted = name.lower()
     return [value for key, value in headers if key.lower() == wanted]
 
 
 FORWARDED_FOR = "X-Forwarded-For"
-_LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+_LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+_LOOPBACK_V6 = ipaddress.ip_network("::1/128")
 
 
 def _forwarded_hosts(headers: list[tuple[str, str]]) -> set[str]:
@@ -92,11 +92,15 @@ def _untrusted_address_reason(peer: str | None, headers: list[tuple[str, str]], 
         return ""
     else:
         return f"{where}, which is not one of the portal's trusted proxies (auth.trusted_proxies)"
-    if secret_ok and any(ipaddress.ip_network(net).overlaps(_LOOPBACK) for net in settings.auth.trusted_proxies
-                         if ipaddress.ip_network(net).version == 4):
+    if secret_ok and any(_loopback_network(net) for net in settings.auth.trusted_proxies):
         return ""  # a proxy on this host, listed, that sent the secret
     return (f"{where} {own}: only the proxy secret proves a proxy on this machine (auth.proxy_secret_file), "
             "because every local user can connect from it and name any address")
+
+
+def _loopback_network(text: str) -> bool:
+    net = ipaddress.ip_network(text)
+    return net.overlaps(_LOOPBACK_V4) if net.version == 4 else net.overlaps(_LOOPBACK_V6)
 
 
 def _mapped_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:

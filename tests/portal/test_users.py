@@ -104,6 +104,10 @@ def test_an_address_from_x_forwarded_for_does_not_count(tmp_path: Path):
     assert user_from_request([*proxy, ("X-Remote-User", "alice")], None, local) == "alice"
     assert user_from_request([*proxy, ("X-Forwarded-For", "192.0.2.7"), ("X-Remote-User", "alice")], "192.0.2.7",
                              local) == "alice"
+    local6 = _header_settings(tmp_path, proxies='["::1"]', secret=True)
+    assert user_from_request([*proxy, ("X-Remote-User", "alice")], None, local6) == "alice"
+    with pytest.raises(AccessError, match="did not come through the portal's sign-in proxy"):
+        user_from_request([("X-Remote-User", "alice")], None, local6)
 
 
 def test_two_identity_headers_are_refused(tmp_path: Path):
