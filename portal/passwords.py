@@ -92,6 +92,8 @@ def upgrade_stored_hash(name: str, password: str, settings: Settings) -> str:
             return (f"your password hash in {path} is older (fewer than {PBKDF2_ITERATIONS:,} iterations) and was not "
                     "upgraded: the file does not hold it exactly once; ask the administrator to replace it with "
                     "portal.users.hash_password")
+        if not os.access(path, os.W_OK):  # a read-only file is the administrator's word: not replaced
+            raise PermissionError(13, "the file is not writable by the portal's account")
         mode = path.stat().st_mode & 0o777
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:

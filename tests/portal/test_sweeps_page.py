@@ -30,11 +30,11 @@ def _sweep(registry: RunRegistry) -> tuple[str, list[str]]:
     sweep = registry.create_sweep(user=user, name=spec.name, spec_json=spec.to_json(), sweep_json=json.dumps(SWEEP),
                                   points=[p.values for p in plan.points], scheduler="local", framework="torch",
                                   parallelism=1, metric="val_accuracy", goal="max")
-    runs = [registry.create_run(user=user, spec_json=p.spec.to_json(), spec_hash=p.spec.spec_hash(), framework="torch",
+    runs = [registry.create_run(user=user, spec_json=v.to_json(), spec_hash=v.spec_hash(), framework="torch",
                                 scheduler="local", name=spec.name, run_id=f"{sweep.id}-{p.index}", sweep_id=sweep.id,
-                                sweep_point=p.index) for p in plan.points]
-    for point, run in zip(plan.points, runs, strict=True):
-        generate(point.spec, "torch").write(run.run_dir)
+                                sweep_point=p.index) for p, v, _ in plan.variants()]
+    for (point, variant, _), run in zip(plan.variants(), runs, strict=True):
+        generate(variant, "torch").write(run.run_dir)
         if point.index in SCORES:
             (run.run_dir / "result.json").write_text(json.dumps({"val_accuracy": SCORES[point.index]}))
             registry.mark_submitted(run.id, f"done{point.index}")
