@@ -9,6 +9,7 @@ administrators named in ``[auth] admins`` (:func:`settings.access.acting_user`).
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import shutil
 import sys
@@ -25,6 +26,7 @@ from cli.common import (
     text_table,
     with_epochs,
 )
+from cli.terminal import terminal_text
 from core.errors import CommandError
 from core.frameworks import FRAMEWORKS
 from core.load import load_spec
@@ -35,7 +37,7 @@ from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_
 from schedulers.model_export import export_note
 from schedulers.runs import Run, RunRegistry, StateChange, tail_file
 from settings import SCHEDULERS, Settings, load_settings
-from settings.access import listing_user
+from settings.access import listing_user, os_user
 
 CALIBRATE_HELP = ("first run calibration jobs where no fresh speed measurement is cached (default: the setting "
                   "[selector] calibrate, FLOWTRAIN_CALIBRATE)")
@@ -326,18 +328,29 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     settings = load_settings()
     registry = _registry(settings)
-    run = registry.get(args.run, command_user(settings, args))
+    user = command_user(settings, args)
+    run = registry.get(args.run, user)
     path = registry.log_path(run.id)
     if path is None:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
                            exit_code=1)
+    # Your own log as your program wrote it; another user's (an administrator's --user) with its
+    # control characters made visible: that user's program chose every byte of it.
+    shown = (lambda text: text) if user == os_user() else terminal_text
     if args.tail is not None:
         text = tail_file(path, args.tail)
-        sys.stdout.write(text + ("\n" if text else ""))
+        sys.stdout.write(shown(text) + ("\n" if text else ""))
         return 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 16):
-            sys.stdout.buffer.write(chunk)
+    if user == os_user():
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+    else:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 16):
+                sys.stdout.write(shown(decoder.decode(chunk)))
+        sys.stdout.write(shown(decoder.decode(b"", final=True)))
     sys.stdout.flush()
     return 0
 

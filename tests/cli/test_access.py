@@ -98,6 +98,23 @@ def test_an_admin_acts_for_others_only_on_a_home_no_one_else_can_write(tmp_path:
         assert out.returncode == 2 and "not to you alone" in out.stderr, out.stderr
         os.chown(home, 0, 0)
 
+
+def test_another_users_log_cannot_drive_an_administrators_terminal(tmp_path: Path) -> None:
+    """``logs RUN --user mallory``: mallory's program wrote every byte of its log; an administrator
+    sees its escape sequences as text. Mallory's own ``logs`` stays byte for byte."""
+    registry = RunRegistry(home=tmp_path / "home")
+    theirs = registry.create_run(user="mallory", spec_json="{}", spec_hash="x", framework="torch",
+                                 scheduler="local", name="theirs")
+    (theirs.run_dir / "run.log").write_bytes("epoch 1 \x1b]2;owned\x07\x1b[2J done é\n".encode())
+    admin = _env(tmp_path, f'[auth]\nadmins = ["{ME}"]\n')
+    for extra in ((), ("--tail", "5")):
+        out = _flowtrain(admin, "logs", theirs.id, "--user", "mallory", *extra)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == "epoch 1 \\x1b]2;owned\\x07\\x1b[2J done é\n", repr(out.stdout)
+    mine = registry.create_run(user=ME, spec_json="{}", spec_hash="x", framework="torch", scheduler="local", name="m")
+    (mine.run_dir / "run.log").write_bytes(b"\x1b[1mbold\x1b[0m\n")
+    assert _flowtrain(admin, "logs", mine.id).stdout == "\x1b[1mbold\x1b[0m\n"
+
 def test_command_line_writes_private_files(tmp_path: Path) -> None:
     """The CLI sets umask 077: what it generates is readable by its owner only."""
     env = _env(tmp_path)
