@@ -105,9 +105,13 @@ class SweepPlan:
     def parallelism(self) -> int:
         return min(self.sweep.parallelism, len(self.points))
 
+    def variant_spec(self, point: SweepPoint) -> PipelineSpec:
+        """The point's spec alone (the analysis is the costly part)."""
+        return spec_from_dict(variant_doc(self.spec, point.values))
+
     def variant(self, point: SweepPoint) -> tuple[PipelineSpec, Analysis]:
         """The point's spec and its analysis (every point was validated by :func:`expand_sweep`)."""
-        spec = spec_from_dict(variant_doc(self.spec, point.values))
+        spec = self.variant_spec(point)
         analysis = analyse(spec)
         if analysis.problems:  # the same spec passed in expand_sweep: only a changed op registry gets here
             raise SpecError(analysis.problems)

@@ -65,11 +65,14 @@ def submit_sweep(
         user=user, name=spec.name, spec_json=spec.to_json(), sweep_json=sweep.to_json(),
         points=[p.values for p in expanded.points], scheduler=scheduler, framework=framework_name,
         parallelism=expanded.parallelism, metric=sweep.metric.name, goal=sweep.metric.goal)
-    runs = [registry.create_run(
-        user=user, spec_json=v.to_json(), spec_hash=v.spec_hash(), framework=framework_name,
-        scheduler=scheduler, name=v.name, partition=selection.partition, environment=selection.python,
-        selection=selection.to_dict(), run_id=f"{record.id}-{p.index}", data_source=v.data.source,
-        sweep_id=record.id, sweep_point=p.index) for p, v, _ in expanded.variants()]
+    runs = []
+    for p in expanded.points:  # one point's spec at a time: a thousand of them need not fit at once
+        v = expanded.variant_spec(p)
+        runs.append(registry.create_run(
+            user=user, spec_json=v.to_json(), spec_hash=v.spec_hash(), framework=framework_name,
+            scheduler=scheduler, name=v.name, partition=selection.partition, environment=selection.python,
+            selection=selection.to_dict(), run_id=f"{record.id}-{p.index}", data_source=v.data.source,
+            sweep_id=record.id, sweep_point=p.index))
     try:
         requests = []
         for (_, variant, analysis), run in zip(expanded.variants(), runs, strict=True):
