@@ -1,6 +1,6 @@
 """One class per block in the generated programs (torchvision's way of writing a ResNet).
 
-The validator expands every use of a block (:mod:`core.blocks`), so each inner node of each use is
+The validator expands every use of a block (:mod:`core.block_expansion`), so each inner node of each use is
 an ordinary node with concrete parameters and shapes, and the framework's converters map it as
 usual. :func:`map_graph` then folds the uses back:
 
@@ -398,7 +398,7 @@ def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, Mapped
 
 
 def _refs(value: Any) -> list[str]:
-    from core.blocks import references
+    from core.block_expansion import references
 
     return references(value)
 
