@@ -1,5 +1,6 @@
-"""Runs generated ``model.py`` files of ONE framework and saves their outputs (a subprocess of
-:mod:`core.equivalence` and :mod:`core.trained`).
+"""Runs generated ``model.py`` files of ONE framework in its own process, for two jobs: their outputs
+for given weights (the equivalence check, :mod:`core.equivalence`) and a trained program's final
+model read back as canonical weights (:mod:`core.trained`).
 
     python -m core.model_worker --dir D --weights W.npz --inputs X.npz --out Y.npz [--train-update]
     python -m core.model_worker --jobs JOBS.json
