@@ -1,6 +1,6 @@
 """FlowTrain's command line: one module per command group, each with ``register(subparsers)``.
 
-``spec`` (schema, templates, template, validate, summary, ops), ``codegen`` (generate,
+``spec`` (schema, zoo, validate, summary, ops), ``codegen`` (generate,
 support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
 sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence), ``export``
 (export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data) and ``settings_schema`` (settings-schema). ``flowtrain.py`` wires them together

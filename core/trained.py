@@ -2,7 +2,7 @@
 
 ``train.py`` saves its final model in its framework's format (``model/model.pt``, ``model.keras``,
 ``model.pdparams``; docs/generated-program.md). :func:`read_trained` loads that file into the
-program's own ``model.py`` in a subprocess of the framework (the equivalence worker,
+program's own ``model.py`` in a subprocess of the framework (the model worker,
 :mod:`core.model_worker`, so this process never imports a framework) and returns the
 weights through ``canonical_weights`` — torch's layout, keys ``"<node id>/<name>"`` — which is
 what :mod:`core.onnx_export` writes ONNX from; given inputs it also returns the trained model's

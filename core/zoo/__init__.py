@@ -1,4 +1,7 @@
-"""The model zoo: built-in pipelines, registered by name (``python -m flowtrain templates``)."""
+"""The model zoo: built-in pipelines, registered by name (``python -m flowtrain zoo``).
+
+Not to be confused with ``templates/``, the Jinja files the generated programs are written from.
+"""
 
 from __future__ import annotations
 
