@@ -25,7 +25,7 @@ _ZOO: dict[str, ZooEntry] = {}
 def zoo_model(name: str, summary: str) -> Callable[[Callable[[], PipelineSpec]], Callable[[], PipelineSpec]]:
     def decorate(fn: Callable[[], PipelineSpec]) -> Callable[[], PipelineSpec]:
         if name in _ZOO:
-            raise ValueError(f"zoo template {name!r} is already registered")
+            raise ValueError(f"zoo pipeline {name!r} is already registered")
         _ZOO[name] = ZooEntry(name, summary, fn)
         return fn
 
