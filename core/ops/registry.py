@@ -268,6 +268,12 @@ class Op:
         raise NotImplementedError
 
     @classmethod
+    def equal_axes(cls, p: dict[str, Any], rank: int) -> tuple[int, ...]:
+        """The axes on which every input must have the same size (what :meth:`infer` checks). A block's
+        class learns from them that an input port's size is another input's (a residual ``Add``)."""
+        return ()
+
+    @classmethod
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
         """Torch's state-dict names of the op's weights, in torch's order (empty for weight-free ops)."""
         return {}
