@@ -1,30 +1,33 @@
 """One class per block in the generated programs (torchvision's way of writing a ResNet).
 
-The validator expands every use of a block (:mod:`core.block_expansion`), so each inner node of each use is
-an ordinary node with concrete parameters and shapes, and the framework's converters map it as
-usual. :func:`map_graph` then folds the uses back:
+The validator expands every use of a block (:mod:`core.block_expansion`); the expanded graph stays
+the validator's and the equivalence check's. The programs fold it back into one class per block,
+written from the block's definition:
 
-- the inner layers of a block are mapped once per use, with names local to the block (``conv1``),
-  the use's input ports as the tensors they read (``x``);
-- the constructor and forward expressions of all uses are parsed (:mod:`ast`) and compared: a value
-  that differs between uses, or that is the value of a block parameter the node refers to, becomes
-  a constructor argument — the block parameter's own name where the values are that parameter's
-  (``channels``), ``in_channels``-style names where they are an input's size, else
-  ``<layer>_<keyword>``; the rest stay literals. Substituting a name only where its value is
-  equal in every use keeps each use's layers exactly what the converters wrote;
-- the block becomes a class whose constructor takes those arguments (block parameters default to
-  their declared defaults) and each use one layer ``self.layer1_0 = BasicBlock(channels=128, ...)``.
+- the block's nodes go through the ordinary per-op converters once, with names local to the block
+  (``conv1``) and the use's input ports as the tensors they read (``x``);
+- every value the definition binds to a block parameter (``{"param": "channels"}``) and every size
+  of an input port is a *symbol* (:mod:`core.mapping.symbols`) while they do: it holds one use's
+  value, so the converters compute and branch as for that use, and it is written as the
+  constructor argument's name (``nn.Conv2d(in_channels, channels, ...)``). A port's size that an op
+  requires equal to another input's (the residual ``Add``, :meth:`~core.ops.registry.Op.equal_axes`)
+  is written as that input's (``channels``), so a block whose input and output have the same
+  channels takes them once;
+- the constructor's arguments are the input sizes and block parameters its layers refer to (the
+  parameters with their declared defaults), and each use is one layer
+  ``self.layer1_0 = BasicBlock(channels=128)``.
 
-Uses whose layers differ in form (not only in values) get a class each (``BasicBlock``,
-``BasicBlock_2``). A block used inside another block is written inline in the outer block's class
-(its layers are named ``<inner use>__<node>``). Only generated identifiers and :func:`literal`
-values reach the code: names are checked with :func:`~core.mapping.base.ident`, and the block's
-description enters only as a string literal.
+A class is shared by the uses whose layers come out as the same code: a converter that writes
+different code for different values (a stride of 1 and of 2 with 'same' padding) gives a class
+each (``ConvBlock``, ``ConvBlock_2``), so no use runs code written for another. A block used inside
+another block is written inline in the outer block's class (its layers are named
+``<inner use>__<node>``, its parameters bound through the outer block's). Only generated
+identifiers and :func:`literal` values reach the code: names are checked with
+:func:`~core.mapping.base.ident`, and the block's description enters only as a string literal.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import heapq
 import re
@@ -32,8 +35,11 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.block_expansion import param_reference, use_values
 from core.mapping import naming
 from core.mapping.base import ConvertContext, ConverterRegistry, MappedLayer, ident, literal
+from core.mapping.symbols import Sym, keys_in, rename, resolve, symbol
+from core.ops import REGISTRY as OPS
 from core.spec import BlockSpec
 from core.validate import Analysis, NodeInfo
 
@@ -41,7 +47,6 @@ PARAM_ANNOTATIONS = {"int": "int", "float": "float", "bool": "bool", "str": "str
 # What a consumer reads of the layer that produced its input (Keras: the layout, and the shape a
 # flattened channels-last tensor had): a use passes on its output layer's.
 OUTPUT_EXTRA = ("layout", "flat_of")
-_TRIVIAL = (0, 1, -1)
 
 
 @dataclass(frozen=True)
@@ -114,15 +119,17 @@ def map_graph(analysis: Analysis, hooks: Hooks, layer_vars: dict[str, str], tens
     top_tensors = naming.chain_tensor_names(view, hooks.tensor_reserved,
                                             start_from=top_vars if hooks.tensors_from_layers else None)
     mapped = {}
-    uses: dict[str, list[tuple[str, list[tuple[str, MappedLayer]], list[str]]]] = {}
+    uses: dict[str, list[_Use]] = {}
     for node in view.nodes.values():
         ins = [mapped[s] for s in node.inputs]
         if node.id not in analysis.use_outputs:
             ctx = ConvertContext(analysis, analysis.nodes[node.id], ins, top_vars[node.id], top_tensors[node.id])
             mapped[node.id] = reg.get(node.op, node.id)(ctx)
             continue
-        inner, ports = _map_use(analysis, hooks, node.id, ins)
-        uses.setdefault(node.op, []).append((node.id, inner, ports))
+        names = _use_names(analysis, hooks, node.id)
+        inner = _map_members(analysis, hooks, names, ins)
+        uses.setdefault(node.op, []).append(_Use(node.id, names, _map_members(_symbolic(analysis, names), hooks,
+                                                                               names, ins)))
         helpers = sorted({h for _, layer in inner for h in layer.extra.get("helpers", ())})
         last = next(layer for _, layer in inner if layer.node_id == analysis.use_outputs[node.id])
         rebased = [hooks.rebase(layer, top_vars[node.id]) for _, layer in inner]
@@ -140,11 +147,14 @@ def map_graph(analysis: Analysis, hooks: Hooks, layer_vars: dict[str, str], tens
     for block_name, block_uses in uses.items():
         block = analysis.spec.model.block(block_name)
         assert block is not None
-        for group in _groups(block_uses):
+        groups: dict[tuple[Any, ...], list[_Use]] = {}
+        for use in block_uses:  # uses written as the same code share a class
+            groups.setdefault(use.code, []).append(use)
+        for group in groups.values():
             cls = _block_class(block, group, hooks, analysis, _class_name(block_name, taken))
             classes.append(cls)
-            for i, (use, _, _) in enumerate(group):
-                mapped[use] = replace(mapped[use], ctor=cls.instantiate(i))
+            for i, use in enumerate(group):
+                mapped[use.id] = replace(mapped[use.id], ctor=cls.instantiate(i))
     return mapped, tuple(classes)
 
 
@@ -180,8 +190,32 @@ def top_level_view(analysis: Analysis) -> Analysis:
     return replace(analysis, nodes=ordered, origins={}, use_outputs={})
 
 
-def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]
-             ) -> tuple[list[tuple[str, MappedLayer]], list[str]]:
+@dataclass(frozen=True)
+class _Names:
+    """How one use's layers are named in its block's class."""
+
+    use: str
+    members: tuple[NodeInfo, ...]  # its expanded nodes, in the block's declared order where it can
+    local: dict[str, str]  # expanded id -> id inside the block ("conv1", "inner__conv1" when nested)
+    var: dict[str, str]
+    out: dict[str, str]
+    ports: tuple[str, ...]  # forward's tensor arguments
+    sources: tuple[str, ...]  # the expanded node each port reads
+
+
+@dataclass(frozen=True)
+class _Use:
+    id: str
+    names: _Names
+    written: list[tuple[str, MappedLayer]]  # the class's layers, symbols as markers
+
+    @property
+    def code(self) -> tuple[Any, ...]:
+        return (self.names.ports, tuple((lid, layer.var, layer.out, layer.ctor, layer.forward)
+                                        for lid, layer in self.written))
+
+
+def _use_names(analysis: Analysis, hooks: Hooks, use: str) -> _Names:
     """The inner layers of one use, named as in its block's class; and the class's input names."""
     block = analysis.spec.model.block(analysis.spec.node(use).op)
     assert block is not None
@@ -198,7 +232,7 @@ def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]
     for port in block.inputs:
         port_names.append(naming.unique(naming.sanitise(port), tensor_taken, local_reserved))
     sources = analysis.use_ports[use]
-    port_of = {}
+    port_of: dict[str, str] = {}
     for name, source in zip(port_names, sources, strict=True):
         port_of.setdefault(source, name)
     consumers: dict[str, int] = {}
@@ -213,16 +247,117 @@ def _map_use(analysis: Analysis, hooks: Hooks, use: str, ins: list[MappedLayer]
         else:
             base = var[n.id] if hooks.tensors_from_layers else naming.sanitise(local[n.id])
             out[n.id] = naming.unique(base, tensor_taken, local_reserved | set(port_names))
-    stubs = {s: replace(layer, out=port_of[s], forward=port_of[s]) for s, layer in zip(sources, ins, strict=True)}
+    return _Names(use, tuple(members), local, var, out, tuple(port_names), tuple(sources))
+
+
+def _map_members(analysis: Analysis, hooks: Hooks, names: _Names, ins: list[MappedLayer]
+                 ) -> list[tuple[str, MappedLayer]]:
+    """The use's layers by the ordinary converters: ``analysis`` is the validator's (the use's own
+    values, for the model's weights and lines) or :func:`_symbolic` (the class's code)."""
+    port_of: dict[str, str] = {}
+    for name, source in zip(names.ports, names.sources, strict=True):
+        port_of.setdefault(source, name)
+    stubs = {s: replace(layer, out=port_of[s], forward=port_of[s]) for s, layer in zip(names.sources, ins,
+                                                                                         strict=True)}
     mapped: dict[str, MappedLayer] = {}
     result: list[tuple[str, MappedLayer]] = []
-    for n in members:
+    for member in names.members:
+        n = analysis.nodes[member.id]
         inputs = [mapped[s] if s in mapped else stubs[s] for s in n.inputs]
-        ctx = ConvertContext(analysis, n, inputs, var[n.id], out[n.id])
+        ctx = ConvertContext(analysis, n, inputs, names.var[n.id], names.out[n.id])
         layer = hooks.registry.get(n.op, n.id)(ctx)
         mapped[n.id] = layer
-        result.append((local[n.id], layer))
-    return result, port_names
+        result.append((names.local[n.id], layer))
+    return result
+
+
+def _symbolic(analysis: Analysis, names: _Names) -> Analysis:
+    """The analysis as the block's definition sees one use: values bound to block parameters and the
+    input ports' sizes are symbols (:mod:`core.mapping.symbols`), shapes inferred again from them.
+
+    Symbol keys: ``param:<name>`` for a block parameter, ``port:<i>:<axis>`` for a port's size. A
+    port size an op needs equal to another input's (:meth:`~core.ops.registry.Op.equal_axes`) is
+    renamed to that input's, and the shapes inferred again, until nothing more is learnt."""
+    renames: dict[str, tuple[tuple[str, ...], int]] = {}
+    for _ in range(1 + sum(len(analysis.nodes[s].output.shape) for s in names.sources)):
+        nodes = dict(analysis.nodes)
+        for i, source in enumerate(names.sources):
+            if names.sources.index(source) != i:
+                continue  # a source feeding two ports: its sizes are the first port's
+            info = analysis.nodes[source]
+            shape = rename(tuple(Sym(d, (f"port:{i}:{a}",)) for a, d in enumerate(info.output.shape)), renames)
+            nodes[source] = replace(info, output=replace(info.output, shape=shape))
+        learnt = False
+        for member in names.members:
+            op = OPS.get(member.op)
+            params = {k: _bound(analysis, names.use, member.id, k, v) for k, v in member.params.items()}
+            ins = [nodes[s].output for s in member.inputs]
+            nodes[member.id] = replace(member, params=params,
+                                       output=replace(member.output, shape=op.infer(ins, params).shape))
+            rank = len(ins[0].shape) if ins else 0
+            for axis in op.equal_axes(params, rank) if len(ins) > 1 else ():
+                sizes = [t.shape[axis] for t in ins if len(t.shape) == rank]
+                learnt = any([_unify(a, b, renames) for a in sizes for b in sizes]) or learnt
+        if not learnt:
+            return replace(analysis, nodes=nodes)
+    raise AssertionError(f"the sizes of use {names.use}'s ports did not settle")  # each round renames one
+
+
+def _unify(a: Any, b: Any, renames: dict[str, tuple[tuple[str, ...], int]]) -> bool:
+    """Learn that port size ``b`` is ``a`` (sizes an op requires equal); True when that is news."""
+    if not (isinstance(a, Sym) and isinstance(b, Sym)) or (a.keys, a.coef) == (b.keys, b.coef):
+        return False
+    if len(b.keys) != 1 or b.coef != 1 or not b.keys[0].startswith("port:") or b.keys[0] in a.keys:
+        return False
+    if len(a.keys) == 1 and a.coef == 1 and a.keys[0].startswith("port:") and a.keys[0] > b.keys[0]:
+        return False  # two port sizes: the later port's becomes the earlier's (the other pair does it)
+    renames[b.keys[0]] = (a.keys, a.coef)
+    return True
+
+
+def _bound(analysis: Analysis, use: str, flat_id: str, key: str, value: Any) -> Any:
+    """An inner node's parameter value, as a symbol where the block's definition binds it to one of
+    the use's block parameters (through the blocks it is nested in), else the value itself."""
+    path = analysis.origins[flat_id].path
+    blocks = {b.name: b for b in analysis.spec.model.blocks}
+    raw = _node(blocks[path[-1][0]], path[-1][1]).params.get(key)
+
+    def top(raw: Any) -> str | None:
+        """The use's block parameter a reference at the innermost level stands for, if any."""
+        for depth in range(len(path) - 1, -1, -1):
+            ref = param_reference(raw)
+            if ref is None:
+                return None
+            if depth == 0:
+                return ref
+            raw = _node(blocks[path[depth - 1][0]], path[depth - 1][1]).params.get(ref)
+        return None
+
+    outer = blocks[path[0][0]]
+    given = use_values(outer, analysis.spec.node(use).params)
+
+    def wrap(raw: Any, value: Any) -> Any:
+        p = top(raw)
+        if p is not None:
+            pv = given[p]
+            if _same(value, pv):
+                return symbol(value, f"param:{p}")
+            if isinstance(value, (tuple, list)) and value and all(_same(v, pv) for v in value):
+                return type(value)(symbol(v, f"param:{p}") for v in value)  # a bound int as a pair
+            return value
+        if isinstance(raw, list) and isinstance(value, (tuple, list)) and len(raw) == len(value):
+            return type(value)(wrap(r, v) for r, v in zip(raw, value, strict=True))
+        return value
+
+    return wrap(raw, value)
+
+
+def _node(block: BlockSpec, node_id: str) -> Any:
+    return next(n for n in block.nodes if n.id == node_id)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _declared_order(analysis: Analysis, members: list[NodeInfo]) -> list[NodeInfo]:
@@ -254,28 +389,6 @@ def _declared_order(analysis: Analysis, members: list[NodeInfo]) -> list[NodeInf
     return order
 
 
-def _skeleton(code: str | None) -> str:
-    if code is None:
-        return ""
-    tree = ast.parse(code, mode="eval")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant):
-            node.value = None
-    return ast.dump(tree)
-
-
-def _groups(uses: list[tuple[str, list[tuple[str, MappedLayer]], list[str]]]
-            ) -> list[list[tuple[str, list[tuple[str, MappedLayer]], list[str]]]]:
-    """Uses whose layers have the same form (names, expressions up to their values) share a class."""
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for use in uses:
-        _, inner, ports = use
-        key = (tuple(ports), tuple((lid, layer.var, layer.out, _skeleton(layer.ctor), _skeleton(layer.forward))
-                                   for lid, layer in inner))
-        groups.setdefault(key, []).append(use)
-    return list(groups.values())
-
-
 def _class_name(block: str, taken: set[str]) -> str:
     camel = "".join(part[:1].upper() + part[1:] for part in block.split("_") if part) or "Block"
     if camel[0].isdigit():
@@ -283,193 +396,62 @@ def _class_name(block: str, taken: set[str]) -> str:
     return naming.unique(camel, taken, frozenset(dir(builtins)))
 
 
-def _keyword_of(tree: ast.AST) -> dict[int, str]:
-    """id(constant) -> the name a value in that position gets: ``<keyword>`` or ``<function>``."""
-    names: dict[int, str] = {}
-
-    def visit(node: ast.AST, label: str) -> None:
-        if isinstance(node, ast.Call):
-            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "call")
-            for i, arg in enumerate(node.args):
-                visit(arg, "fan_in" if func == "torch_uniform" else f"{func.lower()}_{i}")
-            for kw in node.keywords:
-                visit(kw.value, kw.arg or label)
-            return
-        if isinstance(node, ast.Constant):
-            names[id(node)] = label
-        for child in ast.iter_child_nodes(node):
-            visit(child, label)
-
-    visit(tree, "value")
-    return names
+_AXES = {3: ("channels", "height", "width"), 2: ("length", "features"), 1: ("features",)}
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _block_class(block: BlockSpec, group: list[tuple[str, list[tuple[str, MappedLayer]], list[str]]],
-                 hooks: Hooks, analysis: Analysis, name: str) -> BlockClass:
-    use_ids = [u for u, _, _ in group]
+def _block_class(block: BlockSpec, group: list[_Use], hooks: Hooks, analysis: Analysis, name: str) -> BlockClass:
+    """The class of a group of uses written as the same code: its arguments are the symbols that
+    code refers to — the input ports' sizes first (torchvision's inplanes), then the block's
+    parameters in their declared order, with their declared defaults."""
+    first = group[0]
+    ports = first.names.ports
+    written = first.written
+    used: dict[str, bool] = {}  # symbol key -> read in forward (kept as self.<name>)
+    for _, layer in written:
+        for k in keys_in(layer.ctor):
+            used.setdefault(k, False)
+        for k in keys_in(layer.forward):
+            used[k] = True
     params = {p.name: p for p in block.params}
-    values = [{p: analysis.spec.node(u).params.get(p, params[p].default) for p in params} for u in use_ids]
-    ports = group[0][2]
-    in_shapes = [[analysis.nodes[s].output.shape if s in analysis.nodes else () for s in analysis.use_ports[u]]
-                 for u in use_ids]
-    refs = {n.id: {r for v in n.params.values() for r in _refs(v)} for n in block.nodes}
-    # Values a constant of an inner node may stand for besides a block parameter: its other
-    # parameters (given or default) and its inputs' sizes. A value equal to one of them is only named
-    # after the parameter when it differs between uses (kernel_size 3 is not `channels` = 3).
-    others: dict[str, set[Any]] = {}
-    for lid, layer in group[0][1]:
-        raw = next((n for n in block.nodes if n.id == lid), None)
-        flat = analysis.nodes[layer.node_id]
-        values_seen: set[Any] = {d for s in flat.inputs for d in analysis.nodes[s].output.shape}
-        for key, value in flat.params.items():
-            if raw is None or not _refs(raw.params.get(key)):
-                values_seen |= set(value) if isinstance(value, (tuple, list)) else {value}
-        others[lid] = {v for v in values_seen if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    keys = sorted((k for k in used if k.startswith("port:")), key=lambda k: tuple(map(int, k.split(":")[1:]))) + \
+        [f"param:{p}" for p in params if f"param:{p}" in used]
     reserved = set(hooks.tensor_reserved) | set(hooks.attributes) | set(hooks.module_names) | set(ports) | \
-        {layer.var for _, layer in group[0][1]} | {layer.out for _, layer in group[0][1]}
+        {layer.var for _, layer in written} | {layer.out for _, layer in written}
     taken: set[str] = set()
-    arg_names: dict[str, str] = {}  # block param -> argument name
-    args: dict[tuple[Any, ...], Arg] = {}  # per-use value vector -> argument
-
-    def add(key: tuple[Any, ...], arg: Arg, stored: bool) -> str:
-        prev = args.get(key, arg)
-        args[key] = replace(prev, stored=prev.stored or stored)
-        return prev.name
-
-    def param_arg(p: str, stored: bool) -> str:
-        if p not in arg_names:
-            arg_names[p] = naming.unique(ident(p), taken, reserved)
-        pv = tuple(vals[p] for vals in values)
-        return add(("param", p), Arg(arg_names[p], PARAM_ANNOTATIONS[params[p].type], literal(params[p].default), pv),
-                   stored)
-
-    def argument(vector: tuple[Any, ...], label: str, var: str, inner_id: str, stored: bool) -> tuple[str, int] | None:
-        """(argument, factor) whose product is the constant in every use, or None to keep the literal."""
-        varies = any(not _same(v, vector[0]) for v in vector)
-        own = refs.get(inner_id.split("__")[0], set())
-        for p in params:  # a block parameter's own values
-            pv = tuple(vals[p] for vals in values)
-            if all(_same(a, b) for a, b in zip(vector, pv, strict=True)) and \
-                    (varies or (p in own and vector[0] not in _TRIVIAL and vector[0] not in others[inner_id])):
-                return param_arg(p, stored), 1
-        if not varies:
-            return None
-        for p in params:  # a multiple of one (a fan-in: channels × 9)
-            pv = tuple(vals[p] for vals in values)
-            k = _factor(vector, pv)
-            if k is not None:
-                return param_arg(p, stored), k
-        for name, sizes in _shape_candidates(in_shapes, ports):  # an input's size, or a multiple of it
-            k = _factor(vector, sizes)
-            if k is not None:
-                return add(("shape", name), Arg(naming.unique(name, taken, reserved) if ("shape", name) not in args
-                                                else args[("shape", name)].name, "int", None, sizes), stored), k
-        kinds = {type(v) for v in vector}
-        annotation = kinds.pop().__name__ if len(kinds) == 1 and type(vector[0]) in (int, float, bool, str) else "object"
-        arg = Arg(naming.unique(naming.sanitise(f"{var}_{label}"), taken, reserved) if vector not in args else "",
-                  annotation, None, vector)
-        return add(vector, arg, stored), 1
-
-    layers: list[MappedLayer] = []
-    for i, (inner_id, first) in enumerate(group[0][1]):
-        per_use = [inner[i][1] for _, inner, _ in group]
-        ctor = _rewrite([lay.ctor for lay in per_use], argument, first.var, inner_id, False)
-        forward = _rewrite([lay.forward for lay in per_use], argument, first.var, inner_id, True)
-        layers.append(replace(first, node_id=inner_id, ctor=ctor, forward=forward or first.forward,
-                              comment=f"{inner_id} ({first.op})"))
-    output_flat = analysis.use_outputs[use_ids[0]]
-    output = next(layer.out for _, layer in group[0][1] if layer.node_id == output_flat)
+    arg_name: dict[str, str] = {}
+    for k in [k for k in keys if k.startswith("param:")] + [k for k in keys if k.startswith("port:")]:
+        arg_name[k] = naming.unique(ident(k.split(":", 1)[1]) if k.startswith("param:") else
+                                    _port_arg(k, ports, len(analysis.nodes[first.names.sources[int(k.split(":")[1])]]
+                                                            .output.shape)),
+                                    taken, reserved)
+    args = []
+    for k in keys:
+        if k.startswith("param:"):
+            p = params[k.split(":", 1)[1]]
+            values = tuple(use_values(block, analysis.spec.node(u.id).params)[p.name] for u in group)
+            args.append(Arg(arg_name[k], PARAM_ANNOTATIONS[p.type], literal(p.default), values, used[k]))
+        else:
+            i, axis = map(int, k.split(":")[1:])
+            values = tuple(analysis.nodes[u.names.sources[i]].output.shape[axis] for u in group)
+            args.append(Arg(arg_name[k], "int", None, values, used[k]))
+    layers = []
+    for inner_id, layer in written:
+        ctor = resolve(layer.ctor, lambda k: arg_name[k]) if layer.ctor is not None else None
+        forward = resolve(layer.forward, lambda k: f"self.{arg_name[k]}")
+        if not re.fullmatch(r"[^\n]*", forward) or (ctor is not None and not re.fullmatch(r"[^\n]*", ctor)):
+            raise ValueError(f"generated expression spans lines: {ctor!r} / {forward!r}")
+        layers.append(replace(layer, node_id=inner_id, ctor=ctor, forward=forward, comment=f"{inner_id} ({layer.op})"))
+    output = next(layer.out for _, layer in written if layer.node_id == analysis.use_outputs[first.id])
     doc = literal(block.description) if block.description else ""
-    order = list(params)
-
-    def position(item: tuple[tuple[Any, ...], Arg]) -> tuple[int, int]:
-        key, _ = item  # inputs' sizes first (torchvision's inplanes), then the block's params, then the rest
-        if key[0] == "shape":
-            return (0, 0)
-        return (1, order.index(key[1])) if key[0] == "param" else (2, 0)
-
-    ordered = tuple(arg for _, arg in sorted(args.items(), key=position))
-    return BlockClass(name=ident(name), block=block.name, doc=doc, args=ordered, inputs=tuple(ports),
-                      layers=tuple(layers), output=output, uses=tuple(use_ids))
+    return BlockClass(name=ident(name), block=block.name, doc=doc, args=tuple(args), inputs=tuple(ports),
+                      layers=tuple(layers), output=output, uses=tuple(u.id for u in group))
 
 
-def _refs(value: Any) -> list[str]:
-    from core.block_expansion import references
-
-    return references(value)
-
-
-def _shape_candidates(in_shapes: list[list[tuple[int, ...]]], ports: list[str]) -> list[tuple[str, tuple[int, ...]]]:
-    """``(in_channels, per-use sizes)`` for every axis of every input port (same rank in every use)."""
-    found = []
-    axes = {3: ("channels", "height", "width"), 2: ("length", "features"), 1: ("features",)}
-    for p, port in enumerate(ports):
-        ranks = {len(shapes[p]) for shapes in in_shapes if len(shapes) > p}
-        if len(ranks) != 1:
-            continue
-        rank = ranks.pop()
-        for axis in range(rank):
-            axis_name = axes[rank][axis] if rank in axes else f"dim{axis}"
-            found.append((f"in_{axis_name}" if p == 0 else f"{naming.sanitise(port)}_{axis_name}",
-                          tuple(shapes[p][axis] for shapes in in_shapes)))
-    return found
-
-
-def _factor(vector: tuple[Any, ...], base: tuple[Any, ...]) -> int | None:
-    """k when ``vector`` is ``k × base`` in every use (positive integers only), else None."""
-    if not all(type(v) is int and type(b) is int and b > 0 for v, b in zip(vector, base, strict=True)):
-        return None
-    if vector[0] % base[0]:
-        return None
-    k = vector[0] // base[0]
-    return k if k > 0 and all(v == k * b for v, b in zip(vector, base, strict=True)) else None
-
-
-def _rewrite(codes: list[str | None], argument: Callable[..., tuple[str, int] | None], var: str, inner_id: str,
-             in_forward: bool) -> str | None:
-    """The first use's expression with the constants that became arguments replaced by their names
-    (``self.<name>`` in forward)."""
-    if codes[0] is None:
-        return None
-    trees = [ast.parse(code or "", mode="eval") for code in codes]
-    labels = _keyword_of(trees[0])
-    constants = [[n for n in ast.walk(t) if isinstance(n, ast.Constant)] for t in trees]
-    changed = False
-    for k, node in enumerate(constants[0]):
-        vector = tuple(c[k].value for c in constants)
-        found = argument(vector, labels.get(id(node), "value"), var, inner_id, in_forward)
-        if found is None:
-            continue
-        name, factor = found
-        changed = True
-        replacement: ast.expr = ast.Attribute(ast.Name("self", ast.Load()), name, ast.Load()) if in_forward \
-            else ast.Name(name, ast.Load())
-        if factor != 1:
-            replacement = ast.BinOp(replacement, ast.Mult(), ast.Constant(factor))
-        _replace(trees[0], node, replacement)
-    if not changed:
-        return codes[0]
-    code = ast.unparse(trees[0])
-    if not re.fullmatch(r"[^\n]*", code):
-        raise ValueError(f"generated expression spans lines: {code!r}")
-    return code
-
-
-def _replace(tree: ast.AST, old: ast.AST, new: ast.expr) -> None:
-    for parent in ast.walk(tree):
-        for fname, value in ast.iter_fields(parent):
-            if value is old:
-                setattr(parent, fname, new)
-                return
-            if isinstance(value, list):
-                for i, item in enumerate(value):
-                    if item is old:
-                        value[i] = new
-                        return
+def _port_arg(key: str, ports: tuple[str, ...], rank: int) -> str:
+    """``in_channels`` for a size of the first port, ``<port>_channels`` for another's."""
+    i, axis = map(int, key.split(":")[1:])
+    axis_name = _AXES[rank][axis] if rank in _AXES else f"dim{axis}"
+    return f"in_{axis_name}" if i == 0 else f"{naming.sanitise(ports[i])}_{axis_name}"
 
 
 def rebase_weights(layer: MappedLayer, use_var: str) -> MappedLayer:
