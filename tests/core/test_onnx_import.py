@@ -169,3 +169,21 @@ def test_clip_and_hard_sigmoid_map_onto_relu6_and_hard_sigmoid() -> None:
     model = _graph(nodes, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}, [5])
     ops = [(n.op, n.params) for n in import_onnx(model).spec.model.nodes if n.op not in ("Input", "Output")]
     assert ops == [("ReLU6", {}), ("HardSigmoid", {"alpha": 0.2, "beta": 0.4})]
+
+
+def test_an_operator_declared_on_its_op_imports_with_its_attributes_or_onnx_defaults() -> None:
+    """The one importer of the ops that are one ONNX operator (core/onnx_import/one_to_one.py):
+    attributes become the op's parameters, a missing one takes ONNX's default (HardSigmoid's alpha
+    0.2, not the op's 1/6), and an attribute the op has no parameter for is refused, not dropped."""
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.25), helper.make_node("HardSigmoid", ["a"], ["h"]),
+             helper.make_node("Elu", ["h"], ["e"]), helper.make_node("Tanh", ["e"], ["y"])]
+    model = _graph(nodes, {}, [5])
+    spec = import_onnx(model).spec
+    ops = [(n.op, n.params) for n in spec.model.nodes if n.op not in ("Input", "Output")]
+    assert ops == [("LeakyReLU", {"negative_slope": 0.25}), ("HardSigmoid", {"alpha": 0.2, "beta": 0.5}),
+                   ("ELU", {"alpha": 1.0}), ("Tanh", {})]
+    odd = [helper.make_node("Relu", ["x"], ["y"], name="relu", gain=2.0)]
+    with pytest.raises(SpecError) as err:
+        import_onnx(_graph(odd, {}, [5]))
+    [problem] = err.value.problems
+    assert problem.location == "onnx.nodes[relu]" and "gain" in problem.message and "ReLU" in problem.message
