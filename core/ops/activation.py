@@ -80,6 +80,13 @@ class Tanh(_Elementwise):
 
 
 @register_op
+class Softplus(_Elementwise):
+    name = "Softplus"
+    help = "log(1 + exp(x)), a smooth ReLU."
+    onnx = OnnxOp("Softplus")
+
+
+@register_op
 class Softmax(Op):
     name = "Softmax"
     family = "activation"
