@@ -396,12 +396,13 @@ def _read_secret(r: _Reading, path: Path) -> str | None:
 
 
 def _portal_address(r: _Reading) -> str:
-    address = r.file.portal.address
+    """Where scripts/portal.sh binds: ``$FLOWTRAIN_ADDRESS`` > ``[portal] address`` > 127.0.0.1."""
+    address, var = r.override(PortalTable, "address", r.file.portal.address)
     if not address.startswith("unix://"):
         try:
             ipaddress.ip_address(address)
         except ValueError:
-            r.fail("portal.address", "is not an IP address or unix://PATH", received=address,
+            r.fail(var or "portal.address", "is not an IP address or unix://PATH", received=address,
                    expected='e.g. "127.0.0.1"')
     return address
 

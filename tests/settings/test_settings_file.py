@@ -62,6 +62,9 @@ def test_an_environment_override_is_checked_as_its_key_is() -> None:
         load_settings(environ={"FLOWTRAIN_CALIBRATE": "always"})
     [p] = err.value.problems
     assert p.location == "FLOWTRAIN_CALIBRATE" and "missing" in (p.expected or "")
+    assert load_settings(environ={"FLOWTRAIN_ADDRESS": "0.0.0.0"}).portal_address == "0.0.0.0"
+    with pytest.raises(ConfigError, match="FLOWTRAIN_ADDRESS = 'everywhere' is not an IP address"):
+        load_settings(environ={"FLOWTRAIN_ADDRESS": "everywhere"})
 
 
 def test_the_schema_command_validates_the_example_file_and_names_the_overrides() -> None:
