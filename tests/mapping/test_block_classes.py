@@ -156,13 +156,33 @@ def nested_spec() -> dict[str, Any]:
             "training": {"epochs": 1}}
 
 
+def regroup_spec() -> dict[str, Any]:
+    """A block whose forward pass reads a parameter (a Reshape to ``groups`` rows), used with 4 and 2."""
+    block = {"name": "regroup", "params": [{"name": "groups", "type": "int", "default": 4}],
+             "nodes": [{"id": "fc", "op": "Linear", "params": {"out_features": 16}},
+                       {"id": "rs", "op": "Reshape", "params": {"shape": [{"param": "groups"}, -1]}},
+                       {"id": "sm", "op": "Softmax"}, {"id": "fl", "op": "Flatten"}],
+             "edges": [{"source": a, "target": b} for a, b in [("x", "fc"), ("fc", "rs"), ("rs", "sm"), ("sm", "fl")]],
+             "output": "fl"}
+    chain = [("input", "flat"), ("flat", "r1"), ("r1", "r2"), ("r2", "head"), ("head", "output")]
+    return {"name": "regroup", "data": {"source": "sklearn:digits"},
+            "model": {"blocks": [block],
+                      "nodes": [{"id": "input", "op": "Input"}, {"id": "flat", "op": "Flatten"},
+                                {"id": "r1", "op": "regroup", "params": {"groups": 4}},
+                                {"id": "r2", "op": "regroup", "params": {"groups": 2}},
+                                {"id": "head", "op": "Linear", "params": {"out_features": 10}},
+                                {"id": "output", "op": "Output"}],
+                      "edges": [{"source": a, "target": b} for a, b in chain]},
+            "training": {"epochs": 1}}
+
+
 @pytest.mark.frameworks
-@pytest.mark.parametrize("doc", [two_input_spec(param="nn"), flatten_block_spec(), nested_spec()],
-                         ids=["two-inputs", "flatten", "nested"])
+@pytest.mark.parametrize("doc", [two_input_spec(param="nn"), flatten_block_spec(), nested_spec(), regroup_spec()],
+                         ids=["two-inputs", "flatten", "nested", "regroup"])
 def test_a_spec_with_blocks_computes_the_same_in_every_framework(doc: dict[str, Any]) -> None:
     """A two-input block with its ports swapped and renamed parameters, a block whose output is
-    flattened channels-last in Keras, and nested blocks whose class serves uses of different sizes:
-    the same outputs for the same weights."""
+    flattened channels-last in Keras, nested blocks whose class serves uses of different sizes, and
+    a forward pass that reads an argument: the same outputs for the same weights."""
     report = check(spec_from_dict(doc), tolerance=1e-6, batch=2)
     assert report.compared == list(FRAMEWORKS), report.text()
     assert report.ok, report.text()
@@ -226,3 +246,14 @@ def test_a_bound_flag_that_changes_the_code_gives_a_class_per_form(framework: st
     model = generate(spec_from_dict(doc), framework).files["model.py"]
     assert {"Fc", "Fc_2"} <= classes(model).keys()
     assert "self.f1 = Fc(in_features=64)" in model and "self.f2 = Fc_2(in_features=8)" in model
+
+
+def test_a_forward_pass_reads_its_argument_and_a_size_written_out_splits_the_class() -> None:
+    """torch reshapes to (groups, -1): one class, its forward reading self.groups. paddle writes the
+    other size out (4 or 8 columns), so each use gets a class written for its own size."""
+    torch_model = generate(spec_from_dict(regroup_spec()), "torch").files["model.py"]
+    assert "x = x.reshape(x.shape[0], self.groups, -1)  # rs" in torch_model and "self.groups = groups" in torch_model
+    assert "class Regroup_2" not in torch_model and "self.r2 = Regroup(in_features=16, groups=2)" in torch_model
+    paddle_model = generate(spec_from_dict(regroup_spec()), "paddle").files["model.py"]
+    assert "paddle.reshape(x, [-1, self.groups, 4])" in paddle_model
+    assert "paddle.reshape(x, [-1, self.groups, 8])" in paddle_model and "self.r2 = Regroup_2(" in paddle_model
