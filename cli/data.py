@@ -11,9 +11,9 @@ from core.load import load_spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("example-data", help="write small example data for a template or spec under a data root "
+    p = sub.add_parser("example-data", help="write small example data for a zoo pipeline or spec under a data root "
                        "(never over data FlowTrain did not write)")
-    p.add_argument("pipeline", help="a built-in template's name (python -m flowtrain templates) or a spec file")
+    p.add_argument("pipeline", help="a model zoo pipeline's name (python -m flowtrain zoo) or a spec file")
     p.add_argument("--out", required=True, type=Path, help="the data root to write under (the source's path inside it)")
     p.add_argument("--samples", type=int, default=300, help="about this many samples (at least one per class)")
     p.set_defaults(handler=cmd_example_data)
@@ -24,6 +24,6 @@ def cmd_example_data(args: argparse.Namespace) -> int:
     spec = zoo.template(args.pipeline) if args.pipeline in names else load_spec(args.pipeline)
     written = write_example_data(spec, args.out, samples=max(1, args.samples))
     print(f"wrote {written.detail} to {written.path} ({written.amount})")
-    print(f"the template's relative source resolves under a data root: with {args.out} among your data roots "
+    print(f"the pipeline's relative source resolves under a data root: with {args.out} among your data roots "
           "([data] roots in the settings file), `python -m flowtrain run` and the portal find it")
     return 0

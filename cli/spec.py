@@ -1,10 +1,12 @@
-"""Spec-level commands: schema, templates, template, validate, summary, ops."""
+"""Spec-level commands: schema, zoo (with the old names templates/template as aliases), validate,
+summary, ops."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cli.terminal import terminal_text
@@ -20,13 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("schema", help="print the JSON Schema of the pipeline spec")
     p.set_defaults(handler=cmd_schema)
 
-    p = sub.add_parser("templates", help="list the built-in pipelines (model zoo)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_templates)
+    p = sub.add_parser("zoo", help="list the model zoo's pipelines, or print one (NAME) as a spec")
+    p.add_argument("name", nargs="?", help="print this pipeline as a pipeline spec")
+    p.add_argument("--json", action="store_true", help="the list as JSON")
+    p.set_defaults(handler=cmd_zoo)
 
-    p = sub.add_parser("template", help="print one built-in pipeline as a spec")
+    # The zoo's old names ("template" also names the Jinja files of the generated programs).
+    p = sub.add_parser("templates", help="old name of `zoo`")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_renamed("templates", "zoo", cmd_zoo), name=None)
+
+    p = sub.add_parser("template", help="old name of `zoo NAME`")
     p.add_argument("name")
-    p.set_defaults(handler=cmd_template)
+    p.set_defaults(handler=_renamed("template NAME", "zoo NAME", cmd_zoo), json=False)
 
     p = sub.add_parser("validate", help="check a spec; exit 2 listing every problem")
     p.add_argument("spec")
@@ -48,7 +56,20 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_templates(args: argparse.Namespace) -> int:
+def _renamed(old: str, new: str, handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """An old command name that still works, saying its new one on stderr (stdout stays the same)."""
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"note: `flowtrain {old}` is now `flowtrain {new}`", file=sys.stderr)
+        return handler(args)
+
+    return run
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        print(zoo.template(args.name).to_json())
+        return 0
     entries = zoo.entries()
     if args.json:
         print(json.dumps([{"name": e.name, "summary": e.summary} for e in entries], indent=2))
@@ -56,11 +77,6 @@ def cmd_templates(args: argparse.Namespace) -> int:
         width = max(len(e.name) for e in entries)
         for e in entries:
             print(f"{e.name:<{width}}  {e.summary}")
-    return 0
-
-
-def cmd_template(args: argparse.Namespace) -> int:
-    print(zoo.template(args.name).to_json())
     return 0
 
 

@@ -3,7 +3,7 @@
 For each spec: the program of every framework that can express the graph is generated into a
 temporary folder; random canonical weights are drawn once (:func:`core.weights.random_canonical`)
 and random inputs once (token ids for int64 inputs), both saved as .npz; then each framework
-runs in its own subprocess (:mod:`core.equivalence_worker`: paddle after tensorflow in one
+runs in its own subprocess (:mod:`core.model_worker`: paddle after tensorflow in one
 process crashes), loads the same weights into its own layout and writes its eval-mode outputs.
 Outputs are compared pairwise by their maximum absolute difference.
 
@@ -166,7 +166,7 @@ def run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
            "GLOG_minloglevel": "2"}
     try:
-        proc = subprocess.run([python or sys.executable, "-m", "core.equivalence_worker", "--jobs", str(jobs_file)],
+        proc = subprocess.run([python or sys.executable, "-m", "core.model_worker", "--jobs", str(jobs_file)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"the {framework} worker did not finish within {timeout:g} s"

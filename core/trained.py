@@ -2,8 +2,8 @@
 
 ``train.py`` saves its final model in its framework's format (``model/model.pt``, ``model.keras``,
 ``model.pdparams``; docs/generated-program.md). :func:`read_trained` loads that file into the
-program's own ``model.py`` in a subprocess of the framework (the equivalence worker,
-:mod:`core.equivalence_worker`, so this process never imports a framework) and returns the
+program's own ``model.py`` in a subprocess of the framework (the model worker,
+:mod:`core.model_worker`, so this process never imports a framework) and returns the
 weights through ``canonical_weights`` — torch's layout, keys ``"<node id>/<name>"`` — which is
 what :mod:`core.onnx_export` writes ONNX from; given inputs it also returns the trained model's
 outputs for them.
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from core.equivalence import WORKER_TIMEOUT_S, run_worker
-from core.equivalence_worker import SAVED_MODEL, error_path
 from core.errors import FlowTrainError
+from core.model_worker import SAVED_MODEL, error_path
 
 WORKER_CHUNK = 8  # program folders per worker subprocess: bounds the weights on disk and in memory at once
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core import datasets
-from core.blocks import Expansion, Origin, expansion
+from core.block_expansion import Expansion, Origin, expansion
 from core.errors import Problem, SpecError
 from core.ops import REGISTRY, Op, ShapeError, Tensor
 from core.ops.registry import ParamError
@@ -39,7 +39,7 @@ class NodeInfo:
 @dataclass
 class Analysis:
     """What validation found. With blocks, ``nodes`` are the expanded graph's (ids like
-    ``layer1_0__conv1``, see :mod:`core.blocks`), ``flat`` is that graph's spec, ``origins`` says
+    ``layer1_0__conv1``, see :mod:`core.block_expansion`), ``flat`` is that graph's spec, ``origins`` says
     which use and block each expanded node came from, and ``uses`` holds one summary per use
     (its output, and the parameters and MACs of all its layers)."""
 

@@ -1,7 +1,7 @@
 """The editor page's parts for composite blocks: the block bar over the canvas (the blocks to open,
 or which block is open, with the way back), the palette's blocks, and the side form's block parts.
 
-Drawing only: every edit goes through the editor (:class:`portal.blocks.BlockEdits`).
+Drawing only: every edit goes through the editor (:class:`portal.editor_blocks.BlockEdits`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from core.ops import Param
-from portal.blocks import BLOCK_TOPIC, bound_to, is_port
+from portal.editor_blocks import BLOCK_TOPIC, bound_to, is_port
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_messages, shown_value, wkey
 from portal.session import reset_widgets

@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
-from portal.blocks import is_port
+from portal.editor_blocks import is_port
 from portal.editor_state import Editor
 from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
@@ -43,7 +43,7 @@ def _flow_state(ed: Editor) -> StreamlitFlowState:
             id=n["id"], pos=(n["position"]["x"], n["position"]["y"]),
             # not "label": the component replaces the node's (escaped) text with data["label"], raw
             data={k: v for k, v in n["data"].items() if k != "label"},
-            # a block's input port is its interface: kept on the canvas (portal/blocks.py)
+            # a block's input port is its interface: kept on the canvas (portal/editor_blocks.py)
             node_type=n.get("type", "default"), selectable=True, connectable=True, deletable=not is_port(n),
             style=dict(n["style"]),
         )

@@ -32,7 +32,7 @@ from core.load import spec_from_json
 from core.ops import REGISTRY
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
-from portal.blocks import (
+from portal.editor_blocks import (
     PORT_STYLE,
     USE_STYLE,
     BlockEdits,
@@ -113,7 +113,7 @@ def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float
 @dataclass
 class Editor(BlockEdits):
     """One user's editor: the document, its undo history and the canvas synchronisation state. The
-    canvas and the graph edits work on :attr:`graph`: the pipeline, or the block opened (portal/blocks.py)."""
+    canvas and the graph edits work on :attr:`graph`: the pipeline, or the block opened (portal/editor_blocks.py)."""
 
     doc: dict[str, Any] = field(default_factory=dict)
     rev: int = 0

@@ -17,8 +17,8 @@ from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
 from portal import blocks_view, canvas, data_needs, dataprobe, example_data_view, limits, users
-from portal.blocks import bound_to, is_port, use_params
 from portal.data_steps import new_step, step_catalogue
+from portal.editor_blocks import bound_to, is_port, use_params
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
 from portal.onnx_upload import import_onnx_upload

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from core.ops import REGISTRY, Param
-from portal.blocks import bound_to
+from portal.editor_blocks import bound_to
 
 
 def md_text(text: str) -> str:

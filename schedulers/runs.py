@@ -133,7 +133,8 @@ class RunRegistry(SweepTable):
                                     f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
             if version != 0 and version not in MIGRATIONS:
                 raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
-                                    "schedulers/runs.py upgrades; restore it from a backup or move it away")
+                                    "schedulers/registry_db.py (MIGRATIONS) upgrades; restore it from a backup "
+                                    "or move it away")
             with self._tx() as tx:
                 # Another process may have migrated between the check and this (exclusive) transaction.
                 if tx.execute("PRAGMA user_version").fetchone()[0] != version:

@@ -123,6 +123,7 @@ CASES: tuple[OpCase, ...] = (
     _c("SiLU", "SiLU", (12,)),
     _c("Sigmoid", "Sigmoid", (12,)),
     _c("Tanh", "Tanh", (12,)),
+    _c("Softplus", "Softplus", (3, 4, 4)),
     _c("Softmax", "Softmax", (10,)),
     _c("Softmax-channels", "Softmax", (4, 3, 3), axis=0),
     _c("Softmax-sequence", "Softmax", (3, 4), axis=0),

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "settings", "schedulers", "portal", "cli")
 FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "paddle"}
-FRAMEWORK_WORKERS = {"core/equivalence_worker.py"}  # runs in its own process, one framework at a time
+FRAMEWORK_WORKERS = {"core/model_worker.py"}  # runs in its own process, one framework at a time
 
 # package -> top-level modules it must never import
 FORBIDDEN = {

@@ -25,13 +25,19 @@ from typing import Any
 
 from core.errors import Problem
 from core.frameworks import FRAMEWORKS
+from core.mapping.symbols import Sym, SymFloat, SymStr
 from core.ops import REGISTRY as OPS
 from core.ops.per_op import PerOpRegistry
 from core.validate import Analysis, NodeInfo
 
 
 def literal(value: Any) -> str:
-    """Render a typed parameter value as a Python literal (the only way values enter code)."""
+    """Render a typed parameter value as a Python literal (the only way values enter code).
+
+    A symbol (:mod:`core.mapping.symbols`: a block class's constructor argument) is written as a
+    marker that becomes the argument's name."""
+    if isinstance(value, (Sym, SymFloat, SymStr)):
+        return value.code()
     if value is None or isinstance(value, bool):
         return repr(value)
     if isinstance(value, int):

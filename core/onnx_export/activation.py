@@ -1,5 +1,6 @@
-"""Element-wise activations and softmax, in opset-17 operators (GELU and SiLU written out: ONNX
-has Gelu only from opset 20)."""
+"""Element-wise activations and softmax that are not one ONNX operator each, in opset-17 operators
+(GELU and SiLU written out: ONNX has Gelu only from opset 20). The ones that are (ReLU, Sigmoid,
+LeakyReLU…) declare it on the op and share :mod:`core.onnx_export.one_to_one`."""
 
 from __future__ import annotations
 
@@ -7,27 +8,10 @@ import math
 
 from core.onnx_export._graph import ExportContext, batch_axis, exports
 
-_PLAIN = {"ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Hardswish": "HardSwish"}
-
-
-@exports(*_PLAIN)
-def plain(ctx: ExportContext) -> str:
-    return ctx.op(_PLAIN[ctx.node.op], ctx.inputs, ctx.out)
-
 
 @exports("ReLU6")
 def relu6(ctx: ExportContext) -> str:
     return ctx.op("Clip", [ctx.inputs[0], ctx.const("min", 0.0), ctx.const("max", 6.0)], ctx.out)
-
-
-@exports("LeakyReLU")
-def leaky_relu(ctx: ExportContext) -> str:
-    return ctx.op("LeakyRelu", ctx.inputs, ctx.out, alpha=ctx.params["negative_slope"])
-
-
-@exports("ELU")
-def elu(ctx: ExportContext) -> str:
-    return ctx.op("Elu", ctx.inputs, ctx.out, alpha=ctx.params["alpha"])
 
 
 @exports("SiLU")

@@ -36,6 +36,7 @@ from core.onnx_import import (  # noqa: F401  (imported for their registrations)
     dense,
     merge,
     norm,
+    one_to_one,
     pool,
     shape,
 )

@@ -1,4 +1,6 @@
-"""Element-wise activations, Softmax, Dropout and Identity."""
+"""Activations that are not one catalogue op each (Clip, Softmax), Dropout and Identity. The ONNX
+operators that are (Relu, LeakyRelu, HardSigmoid…) are declared on their ops and share
+:mod:`core.onnx_import.one_to_one`."""
 
 from __future__ import annotations
 
@@ -7,23 +9,6 @@ import math
 import numpy as np
 
 from core.onnx_import._graph import Imported, NodeContext, Refused, Value, imports
-
-_PLAIN = {"Relu": "ReLU", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "HardSwish": "Hardswish"}
-
-
-@imports(*_PLAIN)
-def plain(ctx: NodeContext) -> Value:
-    return ctx.add(_PLAIN[ctx.node.op_type], {}, [ctx.value(0)])
-
-
-@imports("LeakyRelu")
-def leaky_relu(ctx: NodeContext) -> Value:
-    return ctx.add("LeakyReLU", {"negative_slope": float(ctx.attr("alpha", 0.01))}, [ctx.value(0)])
-
-
-@imports("Elu")
-def elu(ctx: NodeContext) -> Value:
-    return ctx.add("ELU", {"alpha": float(ctx.attr("alpha", 1.0))}, [ctx.value(0)])
 
 
 def _bound(ctx: NodeContext, attr: str, i: int) -> float | None:
@@ -48,12 +33,6 @@ def clip(ctx: NodeContext) -> Value:
     if lo == 0.0 and (hi is None or math.isinf(hi)):
         return ctx.add("ReLU", {}, [ctx.value(0)])
     raise Refused(f"clips to [{lo}, {hi}]", expected="[0, 6] (ReLU6) or [0, ∞) (ReLU)")
-
-
-@imports("HardSigmoid")
-def hard_sigmoid(ctx: NodeContext) -> Value:
-    return ctx.add("HardSigmoid", {"alpha": float(ctx.attr("alpha", 0.2)), "beta": float(ctx.attr("beta", 0.5))},
-                   [ctx.value(0)])
 
 
 @imports("Softmax")

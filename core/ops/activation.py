@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, ShapeError, Tensor, register_op
+from core.ops.registry import OnnxAttr, OnnxOp, Op, Param, ShapeError, Tensor, register_op
 
 
 class _Elementwise(Op):
@@ -20,6 +20,7 @@ class _Elementwise(Op):
 class ReLU(_Elementwise):
     name = "ReLU"
     help = "max(x, 0)."
+    onnx = OnnxOp("Relu")
 
 
 @register_op
@@ -32,6 +33,7 @@ class ReLU6(_Elementwise):
 class Hardswish(_Elementwise):
     name = "Hardswish"
     help = "x·min(max(x + 3, 0), 6) / 6 (MobileNetV3)."
+    onnx = OnnxOp("HardSwish")
 
 
 @register_op
@@ -39,6 +41,7 @@ class LeakyReLU(_Elementwise):
     name = "LeakyReLU"
     help = "x if x > 0 else negative_slope·x."
     params = (Param("negative_slope", "float", 0.01, minimum=0.0, maximum=1.0, help="Slope for x < 0."),)
+    onnx = OnnxOp("LeakyRelu", {"alpha": OnnxAttr("negative_slope", 0.01)})
 
 
 @register_op
@@ -46,6 +49,7 @@ class ELU(_Elementwise):
     name = "ELU"
     help = "x if x > 0 else alpha·(exp(x) − 1)."
     params = (Param("alpha", "float", 1.0, minimum=0.0, maximum=10.0, help="Scale of the negative part."),)
+    onnx = OnnxOp("Elu", {"alpha": OnnxAttr("alpha", 1.0)})
 
 
 @register_op
@@ -65,12 +69,21 @@ class SiLU(_Elementwise):
 class Sigmoid(_Elementwise):
     name = "Sigmoid"
     help = "1 / (1 + exp(-x))."
+    onnx = OnnxOp("Sigmoid")
 
 
 @register_op
 class Tanh(_Elementwise):
     name = "Tanh"
     help = "Hyperbolic tangent."
+    onnx = OnnxOp("Tanh")
+
+
+@register_op
+class Softplus(_Elementwise):
+    name = "Softplus"
+    help = "log(1 + exp(x)), a smooth ReLU."
+    onnx = OnnxOp("Softplus")
 
 
 @register_op

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.ops.registry import Op, Param, Tensor, register_op
+from core.ops.registry import OnnxAttr, OnnxOp, Op, Param, Tensor, register_op
 
 
 @register_op
@@ -19,6 +19,7 @@ class HardSigmoid(Op):
         Param("alpha", "float", 1 / 6, minimum=0.0, maximum=100.0, help="Slope."),
         Param("beta", "float", 0.5, minimum=-100.0, maximum=100.0, help="Offset."),
     )
+    onnx = OnnxOp("HardSigmoid", {"alpha": OnnxAttr("alpha", 0.2), "beta": OnnxAttr("beta", 0.5)})
 
     @classmethod
     def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:

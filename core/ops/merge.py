@@ -26,6 +26,10 @@ class Add(Op):
                                  fix="make both branches end in the same shape (e.g. a 1×1 Conv2d on the shortcut)")
         return first
 
+    @classmethod
+    def equal_axes(cls, p: dict[str, Any], rank: int) -> tuple[int, ...]:
+        return tuple(range(rank))
+
 
 @register_op
 class Concat(Op):
@@ -54,3 +58,7 @@ class Concat(Op):
                                  expected=f"equal sizes on every axis except axis {axis}")
             total += t.shape[axis]
         return Tensor(first.shape[:axis] + (total,) + first.shape[axis + 1:])
+
+    @classmethod
+    def equal_axes(cls, p: dict[str, Any], rank: int) -> tuple[int, ...]:
+        return tuple(a for a in range(rank) if a != p["axis"] % rank) if -rank <= p["axis"] < rank else ()

@@ -21,7 +21,7 @@ count; element-wise ops (activations, normalisation, pooling) are reported as 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -248,6 +248,26 @@ def _as_int(value: Any, param: Param) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class OnnxAttr:
+    """An ONNX attribute that is one of the op's parameters, with ONNX's default for a model that
+    leaves it out (which need not be the op's: HardSigmoid's alpha is 0.2 in ONNX, 1/6 here)."""
+
+    param: str
+    default: float | int | str
+
+
+@dataclass(frozen=True)
+class OnnxOp:
+    """The op *is* one ONNX operator of the default domain at the exported opset: ``op_type`` on the
+    op's inputs, with ``attributes`` (ONNX name → :class:`OnnxAttr`) its parameters. One generic
+    exporter (:mod:`core.onnx_export.one_to_one`) and importer (:mod:`core.onnx_import.one_to_one`)
+    serve every op that declares one; an ONNX node with an attribute not declared here is refused."""
+
+    op_type: str
+    attributes: Mapping[str, OnnxAttr] = field(default_factory=dict)
+
+
 class Op:
     """Base class of every op. Subclasses are registered with :func:`register_op`."""
 
@@ -262,10 +282,18 @@ class Op:
     # True when axis 0 of an image (C, H, W) or signal (C, L) input is read as its channels
     # (convolutions, pooling, batch norm); the Keras mapper runs such ops channels-last.
     reads_channels: ClassVar[bool] = False
+    # Set when the op is exactly one ONNX operator (its export and import then need no code).
+    onnx: ClassVar[OnnxOp | None] = None
 
     @classmethod
     def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:
         raise NotImplementedError
+
+    @classmethod
+    def equal_axes(cls, p: dict[str, Any], rank: int) -> tuple[int, ...]:
+        """The axes on which every input must have the same size (what :meth:`infer` checks). A block's
+        class learns from them that an input port's size is another input's (a residual ``Add``)."""
+        return ()
 
     @classmethod
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:

@@ -1,4 +1,7 @@
-"""The model zoo: built-in pipelines, registered by name (``python -m flowtrain templates``)."""
+"""The model zoo: built-in pipelines, registered by name (``python -m flowtrain zoo``).
+
+Not to be confused with ``templates/``, the Jinja files the generated programs are written from.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ _ZOO: dict[str, ZooEntry] = {}
 def zoo_model(name: str, summary: str) -> Callable[[Callable[[], PipelineSpec]], Callable[[], PipelineSpec]]:
     def decorate(fn: Callable[[], PipelineSpec]) -> Callable[[], PipelineSpec]:
         if name in _ZOO:
-            raise ValueError(f"zoo template {name!r} is already registered")
+            raise ValueError(f"zoo pipeline {name!r} is already registered")
         _ZOO[name] = ZooEntry(name, summary, fn)
         return fn
 

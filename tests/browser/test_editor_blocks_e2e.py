@@ -11,7 +11,7 @@ import re
 import pytest
 
 from core import zoo
-from core.blocks import expand
+from core.block_expansion import expand
 from core.load import spec_from_json
 from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, PROXY_SECRET, SECRET_HEADER, USER_HEADER
 from tests.browser.ui import (

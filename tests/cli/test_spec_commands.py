@@ -29,7 +29,7 @@ def write(tmp_path: Path, doc: Any, name: str = "spec.json") -> str:
 
 
 def template(name: str) -> dict[str, Any]:
-    return json.loads(flowtrain("template", name, check=True).stdout)
+    return json.loads(flowtrain("zoo", name, check=True).stdout)
 
 
 def test_schema_is_json_schema() -> None:
@@ -37,10 +37,20 @@ def test_schema_is_json_schema() -> None:
     assert schema["type"] == "object" and "model" in schema["properties"]
 
 
-def test_templates_lists_the_zoo() -> None:
-    out = flowtrain("templates", check=True).stdout
+def test_zoo_lists_the_pipelines() -> None:
+    out = flowtrain("zoo", check=True).stdout
     for name in ("mlp", "mnist_cnn", "resnet50", "transformer_text_classifier"):
         assert name in out
+
+
+def test_the_old_names_of_zoo_still_work_and_say_the_new_one() -> None:
+    """`templates`/`template NAME` print what `zoo`/`zoo NAME` print, plus one line on stderr."""
+    for old, new in ((["templates"], ["zoo"]), (["templates", "--json"], ["zoo", "--json"]),
+                     (["template", "mlp"], ["zoo", "mlp"])):
+        was, now = flowtrain(*old, check=True), flowtrain(*new, check=True)
+        assert was.stdout == now.stdout and now.stderr == ""
+        assert was.stderr.splitlines() == [f"note: `flowtrain {old[0]}{' NAME' if old[0] == 'template' else ''}` "
+                                           f"is now `flowtrain zoo{' NAME' if old[0] == 'template' else ''}`"]
 
 
 @pytest.mark.parametrize("name, params", [
@@ -90,7 +100,7 @@ def test_malformed_files_exit_2_with_a_message(tmp_path: Path, content: str) -> 
 def test_missing_file_and_unknown_template() -> None:
     proc = flowtrain("validate", "/nonexistent/spec.json")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    proc = flowtrain("template", "resnet1000")
+    proc = flowtrain("zoo", "resnet1000")
     assert proc.returncode == 2 and "resnet18" in proc.stderr
 
 

@@ -13,10 +13,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from core.errors import SpecError
+from core.onnx_export import export_onnx
 from core.onnx_import import IMPORTERS, ImporterRegistry, import_onnx
+from core.ops import REGISTRY
 from core.validate import validate
-from core.weights import canonical_shapes
+from core.weights import canonical_shapes, random_canonical
 from tests.onnx_models import published, with_output, with_random_weights
+from tests.op_cases import CASES, OpCase
 
 IMPORTED = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
             "vgg19", "zfnet512")
@@ -169,3 +172,44 @@ def test_clip_and_hard_sigmoid_map_onto_relu6_and_hard_sigmoid() -> None:
     model = _graph(nodes, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}, [5])
     ops = [(n.op, n.params) for n in import_onnx(model).spec.model.nodes if n.op not in ("Input", "Output")]
     assert ops == [("ReLU6", {}), ("HardSigmoid", {"alpha": 0.2, "beta": 0.4})]
+
+
+def test_an_operator_declared_on_its_op_imports_with_its_attributes_or_onnx_defaults() -> None:
+    """The one importer of the ops that are one ONNX operator (core/onnx_import/one_to_one.py):
+    attributes become the op's parameters, a missing one takes ONNX's default (HardSigmoid's alpha
+    0.2, not the op's 1/6), and an attribute the op has no parameter for is refused, not dropped."""
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.25), helper.make_node("HardSigmoid", ["a"], ["h"]),
+             helper.make_node("Elu", ["h"], ["e"]), helper.make_node("Tanh", ["e"], ["y"])]
+    model = _graph(nodes, {}, [5])
+    spec = import_onnx(model).spec
+    ops = [(n.op, n.params) for n in spec.model.nodes if n.op not in ("Input", "Output")]
+    assert ops == [("LeakyReLU", {"negative_slope": 0.25}), ("HardSigmoid", {"alpha": 0.2, "beta": 0.5}),
+                   ("ELU", {"alpha": 1.0}), ("Tanh", {})]
+    odd = [helper.make_node("Relu", ["x"], ["y"], name="relu", gain=2.0)]
+    with pytest.raises(SpecError) as err:
+        import_onnx(_graph(odd, {}, [5]))
+    [problem] = err.value.problems
+    assert problem.location == "onnx.nodes[relu]" and "gain" in problem.message and "ReLU" in problem.message
+
+
+ONE_OPERATOR_CASES = [case for case in CASES if REGISTRY.get(case.op).onnx is not None]
+
+
+@pytest.mark.parametrize("case", ONE_OPERATOR_CASES, ids=lambda c: c.name)
+def test_an_op_that_is_one_onnx_operator_round_trips(case: OpCase) -> None:
+    """Export (core/onnx_export/one_to_one.py) then import (core/onnx_import/one_to_one.py): the same
+    op with the same parameters (as float32, what ONNX stores: 1/6 comes back 0.16666667), and
+    onnxruntime computes the same on both files."""
+    spec = case.spec()
+    analysis = validate(spec)
+    exported = export_onnx(spec, random_canonical(analysis), analysis=analysis)
+    back = import_onnx(exported).spec
+    [node] = [n for n in back.model.nodes if n.op not in ("Input", "Output")]
+    def as_stored(params: dict) -> dict:
+        return {k: np.float32(v) if isinstance(v, float) else v for k, v in params.items()}
+
+    assert node.op == case.op
+    assert as_stored(validate(back).nodes[node.id].params) == as_stored(analysis.nodes["node"].params)
+    again = export_onnx(back, {}, analysis=validate(back))
+    x = np.random.default_rng(0).standard_normal((2, *case.shape)).astype(np.float32)
+    np.testing.assert_allclose(run_ort(again, x), run_ort(exported, x), atol=0, rtol=0)

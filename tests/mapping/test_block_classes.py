@@ -77,7 +77,10 @@ def test_block_parameters_that_would_shadow_the_programs_names_are_renamed(frame
     assert arg == (f"{param}_" if shadows else param)
     assert f"= Dense(in_features=64, {arg}=48)" in model
     merge_init = next(f for f in classes(model)["Merge"].body if isinstance(f, ast.FunctionDef))
-    assert [a.arg for a in merge_init.args.args] == ["self", "self_"]
+    # The input's size is an argument too (Linear reads it), written from the definition even though
+    # merge has one use; its parameter `self` would hide the instance and is renamed.
+    assert [a.arg for a in merge_init.args.args] == ["self", "in_features", "self_"]
+    assert "= Merge(in_features=48, self_=24)" in model
     call = next(f for f in classes(model)["Merge"].body if isinstance(f, ast.FunctionDef)
                 and f.name in ("forward", "call"))
     assert [a.arg for a in call.args.args][:3] == ["self", "a", "b"]
@@ -131,11 +134,55 @@ def flatten_block_spec() -> dict[str, Any]:
             "training": {"epochs": 1}}
 
 
+def nested_spec() -> dict[str, Any]:
+    """``pair`` (two uses of ``conv_bn`` bound to pair's ``width``) used twice with different widths,
+    on inputs of different channels; conv_bn's kernel (3) equals one use's width by coincidence."""
+    conv_bn = {"name": "conv_bn", "params": [{"name": "c", "type": "int", "default": 4}],
+               "nodes": [{"id": "conv", "op": "Conv2d", "params": {"out_channels": {"param": "c"}, "kernel_size": 3,
+                                                                    "padding": 1}},
+                         {"id": "bn", "op": "BatchNorm2d"}],
+               "edges": [{"source": "x", "target": "conv"}, {"source": "conv", "target": "bn"}], "output": "bn"}
+    pair = {"name": "pair", "params": [{"name": "width", "type": "int", "default": 8}],
+            "nodes": [{"id": "a", "op": "conv_bn", "params": {"c": {"param": "width"}}},
+                      {"id": "b", "op": "conv_bn", "params": {"c": {"param": "width"}}}],
+            "edges": [{"source": "x", "target": "a"}, {"source": "a", "target": "b"}], "output": "b"}
+    nodes = [{"id": "input", "op": "Input"}, {"id": "p1", "op": "pair", "params": {"width": 3}},
+             {"id": "p2", "op": "pair", "params": {"width": 6}}, {"id": "pool", "op": "GlobalAvgPool"},
+             {"id": "head", "op": "Linear", "params": {"out_features": 10}}, {"id": "output", "op": "Output"}]
+    return {"name": "nested", "data": {"source": "sklearn:digits"},
+            "model": {"blocks": [conv_bn, pair], "nodes": nodes,
+                      "edges": [{"source": a, "target": b} for a, b in
+                                [("input", "p1"), ("p1", "p2"), ("p2", "pool"), ("pool", "head"), ("head", "output")]]},
+            "training": {"epochs": 1}}
+
+
+def regroup_spec() -> dict[str, Any]:
+    """A block whose forward pass reads a parameter (a Reshape to ``groups`` rows), used with 4 and 2."""
+    block = {"name": "regroup", "params": [{"name": "groups", "type": "int", "default": 4}],
+             "nodes": [{"id": "fc", "op": "Linear", "params": {"out_features": 16}},
+                       {"id": "rs", "op": "Reshape", "params": {"shape": [{"param": "groups"}, -1]}},
+                       {"id": "sm", "op": "Softmax"}, {"id": "fl", "op": "Flatten"}],
+             "edges": [{"source": a, "target": b} for a, b in [("x", "fc"), ("fc", "rs"), ("rs", "sm"), ("sm", "fl")]],
+             "output": "fl"}
+    chain = [("input", "flat"), ("flat", "r1"), ("r1", "r2"), ("r2", "head"), ("head", "output")]
+    return {"name": "regroup", "data": {"source": "sklearn:digits"},
+            "model": {"blocks": [block],
+                      "nodes": [{"id": "input", "op": "Input"}, {"id": "flat", "op": "Flatten"},
+                                {"id": "r1", "op": "regroup", "params": {"groups": 4}},
+                                {"id": "r2", "op": "regroup", "params": {"groups": 2}},
+                                {"id": "head", "op": "Linear", "params": {"out_features": 10}},
+                                {"id": "output", "op": "Output"}],
+                      "edges": [{"source": a, "target": b} for a, b in chain]},
+            "training": {"epochs": 1}}
+
+
 @pytest.mark.frameworks
-@pytest.mark.parametrize("doc", [two_input_spec(param="nn"), flatten_block_spec()], ids=["two-inputs", "flatten"])
+@pytest.mark.parametrize("doc", [two_input_spec(param="nn"), flatten_block_spec(), nested_spec(), regroup_spec()],
+                         ids=["two-inputs", "flatten", "nested", "regroup"])
 def test_a_spec_with_blocks_computes_the_same_in_every_framework(doc: dict[str, Any]) -> None:
-    """A two-input block with its ports swapped and renamed parameters, and a block whose output is
-    flattened channels-last in Keras: the same outputs for the same weights."""
+    """A two-input block with its ports swapped and renamed parameters, a block whose output is
+    flattened channels-last in Keras, nested blocks whose class serves uses of different sizes, and
+    a forward pass that reads an argument: the same outputs for the same weights."""
     report = check(spec_from_dict(doc), tolerance=1e-6, batch=2)
     assert report.compared == list(FRAMEWORKS), report.text()
     assert report.ok, report.text()
@@ -164,3 +211,49 @@ def test_a_use_whose_second_input_comes_later_than_its_first_inner_node(framewor
     body = model.split("class FlowTrainModel")[1]
     forward = body[body.index("def call" if framework == "keras" else "def forward"):]
     assert forward.index("deep2") < forward.index("self.use(")
+
+
+def test_a_class_is_written_from_the_definition_through_nested_blocks() -> None:
+    """One class for both uses: the bound width is an argument through the inner block, the input's
+    channels another, and the literal kernel stays 3 although one use's width is 3."""
+    model = generate(spec_from_dict(nested_spec()), "torch").files["model.py"]
+    assert len(re.findall(r"^class Pair\(", model, re.M)) == 1 and "class Pair_2" not in model
+    assert "def __init__(self, in_channels: int, width: int = 8) -> None:" in model
+    assert "self.a__conv = nn.Conv2d(in_channels, width, kernel_size=(3, 3), padding=(1, 1))" in model
+    assert "self.b__conv = nn.Conv2d(width, width, kernel_size=(3, 3), padding=(1, 1))" in model
+    assert "self.b__bn = nn.BatchNorm2d(width)" in model
+    assert "self.p1 = Pair(in_channels=1, width=3)" in model and "self.p2 = Pair(in_channels=3, width=6)" in model
+    keras = generate(spec_from_dict(nested_spec()), "keras").files["model.py"]
+    assert "kernel_initializer=torch_uniform(in_channels * 9)" in keras  # a fan-in: the input's channels × 3 × 3
+    assert "kernel_initializer=torch_uniform(width * 9)" in keras
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_bound_flag_that_changes_the_code_gives_a_class_per_form(framework: str) -> None:
+    """A bool cannot stand for an argument: uses with and without a bias are two classes, each
+    written for its own value, never one class running the other's code."""
+    block = {"name": "fc", "params": [{"name": "bias", "type": "bool", "default": True}],
+             "nodes": [{"id": "lin", "op": "Linear", "params": {"out_features": 8, "bias": {"param": "bias"}}}],
+             "edges": [{"source": "x", "target": "lin"}], "output": "lin"}
+    doc = {"name": "flags", "data": {"source": "sklearn:digits"},
+           "model": {"blocks": [block],
+                     "nodes": [{"id": "input", "op": "Input"}, {"id": "flat", "op": "Flatten"},
+                               {"id": "f1", "op": "fc"}, {"id": "f2", "op": "fc", "params": {"bias": False}},
+                               {"id": "head", "op": "Linear", "params": {"out_features": 10}},
+                               {"id": "output", "op": "Output"}],
+                     "edges": [{"source": a, "target": b} for a, b in
+                               [("input", "flat"), ("flat", "f1"), ("f1", "f2"), ("f2", "head"), ("head", "output")]]}}
+    model = generate(spec_from_dict(doc), framework).files["model.py"]
+    assert {"Fc", "Fc_2"} <= classes(model).keys()
+    assert "self.f1 = Fc(in_features=64)" in model and "self.f2 = Fc_2(in_features=8)" in model
+
+
+def test_a_forward_pass_reads_its_argument_and_a_size_written_out_splits_the_class() -> None:
+    """torch reshapes to (groups, -1): one class, its forward reading self.groups. paddle writes the
+    other size out (4 or 8 columns), so each use gets a class written for its own size."""
+    torch_model = generate(spec_from_dict(regroup_spec()), "torch").files["model.py"]
+    assert "x = x.reshape(x.shape[0], self.groups, -1)  # rs" in torch_model and "self.groups = groups" in torch_model
+    assert "class Regroup_2" not in torch_model and "self.r2 = Regroup(in_features=16, groups=2)" in torch_model
+    paddle_model = generate(spec_from_dict(regroup_spec()), "paddle").files["model.py"]
+    assert "paddle.reshape(x, [-1, self.groups, 4])" in paddle_model
+    assert "paddle.reshape(x, [-1, self.groups, 8])" in paddle_model and "self.r2 = Regroup_2(" in paddle_model

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core import zoo
-from core.blocks import expand
+from core.block_expansion import expand
 from core.codegen import generate
 from core.errors import SpecError
 from core.mapping.torch import MODULE_ATTRIBUTES, layer_names, map_model, tensor_names

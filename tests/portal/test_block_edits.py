@@ -1,4 +1,4 @@
-"""The editor's block edits without Streamlit (portal/blocks.py): the canvas form of a block round-trips
+"""The editor's block edits without Streamlit (portal/editor_blocks.py): the canvas form of a block round-trips
 to the spec, nested blocks open and close along a path, undo closes a block it takes away, and
 problems inside a block are put on the inner node they name."""
 

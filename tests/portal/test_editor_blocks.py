@@ -9,7 +9,7 @@ import json
 import pytest
 
 from core import zoo
-from core.blocks import expand
+from core.block_expansion import expand
 from tests.portal.block_specs import USES, two_use_json
 from tests.portal.conftest import (
     assert_no_exception,

@@ -187,6 +187,18 @@ def test_a_newer_registry_is_refused(tmp_path: Path) -> None:
         RunRegistry(home=home)
 
 
+def test_a_version_without_a_migration_names_the_file_that_holds_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    RunRegistry(home=home).close()
+    conn = sqlite3.connect(home / "flowtrain.db")
+    conn.execute("PRAGMA user_version = -1")
+    conn.close()
+    with pytest.raises(RegistryError, match="schema version -1") as err:
+        RunRegistry(home=home)
+    named = str(err.value).split("no migration in ")[1].split()[0]
+    assert "\nMIGRATIONS: " in (REPO / named).read_text(encoding="utf-8")
+
+
 def test_user_and_run_id_are_checked_whole(tmp_path: Path) -> None:
     """``^…$`` with ``match`` lets "alice\\n" through; the registry uses fullmatch."""
     reg = RunRegistry(home=tmp_path / "home")

@@ -15,7 +15,7 @@ from typing import Any
 
 from core.mapping import naming
 from core.mapping.base import MappedModel, Unsupported, converters
-from core.mapping.blocks import Hooks, map_graph, rebase_lines
+from core.mapping.block_classes import Hooks, map_graph, rebase_lines
 from core.mapping.keras import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,

@@ -11,7 +11,7 @@ from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.keras._common import FLAT_CL, keras_axis, layer, layout_of, register
 
 _PLAIN = {"ReLU": "ops.relu", "ReLU6": "ops.relu6", "SiLU": "ops.silu", "Sigmoid": "ops.sigmoid",
-          "Tanh": "ops.tanh", "Hardswish": "ops.hard_swish"}
+          "Tanh": "ops.tanh", "Hardswish": "ops.hard_swish", "Softplus": "ops.softplus"}
 
 
 def _same_layout(ctx: ConvertContext, forward: str) -> MappedLayer:

@@ -15,7 +15,7 @@ from typing import Any
 
 from core.mapping import naming
 from core.mapping.base import ConvertContext, MappedModel, converters
-from core.mapping.blocks import Hooks, map_graph, rebase_weights
+from core.mapping.block_classes import Hooks, map_graph, rebase_weights
 from core.mapping.paddle import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,

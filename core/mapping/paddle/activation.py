@@ -6,7 +6,7 @@ from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.paddle._common import layer, paddle_axis, register
 
 _PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "F.sigmoid", "Tanh": "paddle.tanh",
-          "Hardswish": "F.hardswish"}
+          "Hardswish": "F.hardswish", "Softplus": "F.softplus"}
 
 
 @register(*_PLAIN)

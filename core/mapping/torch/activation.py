@@ -6,7 +6,7 @@ from core.mapping.base import ConvertContext, MappedLayer, call
 from core.mapping.torch._common import layer, register, torch_dim
 
 _PLAIN = {"ReLU": "F.relu", "ReLU6": "F.relu6", "SiLU": "F.silu", "Sigmoid": "torch.sigmoid", "Tanh": "torch.tanh",
-          "Hardswish": "F.hardswish"}
+          "Hardswish": "F.hardswish", "Softplus": "F.softplus"}
 
 
 @register(*_PLAIN)

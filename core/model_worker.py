@@ -1,8 +1,9 @@
-"""Runs generated ``model.py`` files of ONE framework and saves their outputs (a subprocess of
-:mod:`core.equivalence` and :mod:`core.trained`).
+"""Runs generated ``model.py`` files of ONE framework in its own process, for two jobs: their outputs
+for given weights (the equivalence check, :mod:`core.equivalence`) and a trained program's final
+model read back as canonical weights (:mod:`core.trained`).
 
-    python -m core.equivalence_worker --dir D --weights W.npz --inputs X.npz --out Y.npz [--train-update]
-    python -m core.equivalence_worker --jobs JOBS.json
+    python -m core.model_worker --dir D --weights W.npz --inputs X.npz --out Y.npz [--train-update]
+    python -m core.model_worker --jobs JOBS.json
 
 Each job loads ``D/model.py`` (framework read from ``D/manifest.json``), builds the model, loads the
 canonical weights, runs the inputs in eval mode and writes ``output`` to Y.npz. With

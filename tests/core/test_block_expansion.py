@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core import zoo
-from core.blocks import expand, flat_id
+from core.block_expansion import expand, flat_id
 from core.errors import SpecError
 from core.load import spec_from_dict
 from core.validate import analyse, validate

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from core.blocks import flat_id, param_reference, references
+from core.block_expansion import flat_id, param_reference, references
 from core.errors import Problem
 from core.extract import PORT_ORDER_KEY
 from core.ops import REGISTRY, Param
@@ -26,7 +26,7 @@ from core.spec import BLOCK_NAME_PATTERN, BlockSpec
 from portal.graph_layout import NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
 
 PORT_KEY = "block_port"  # node data: this canvas node is the block's input port of that name
-BOUND_KEY = "param"  # an inner param value {"param": NAME} is bound to the block's parameter NAME (core.blocks)
+BOUND_KEY = "param"  # an inner param value {"param": NAME} is bound to the block's parameter NAME (core.block_expansion)
 BLOCK_TOPIC = "graph.block"
 # Block parameter types (core.spec.BlockParamType) as the side form's parameter kinds; "str" has none.
 PARAM_KINDS = {"int": "int", "float": "float", "bool": "bool", "ints": "ints"}
