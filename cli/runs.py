@@ -33,7 +33,8 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.model_export import export_note
-from schedulers.runs import Run, RunRegistry, StateChange, tail_file
+from schedulers.run_files import tail_of
+from schedulers.runs import Run, RunRegistry, StateChange
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import listing_user
 
@@ -327,15 +328,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     settings = load_settings()
     registry = _registry(settings)
     run = registry.get(args.run, command_user(settings, args))
-    path = registry.log_path(run.id)
-    if path is None:
+    found = registry.open_log(run.id)  # opened once, never through a link: what is printed is the file checked
+    if found is None:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
                            exit_code=1)
-    if args.tail is not None:
-        text = tail_file(path, args.tail)
-        sys.stdout.write(text + ("\n" if text else ""))
-        return 0
-    with path.open("rb") as fh:
+    with found[1] as fh:
+        if args.tail is not None:
+            text = tail_of(fh, args.tail)
+            sys.stdout.write(text + ("\n" if text else ""))
+            return 0
         while chunk := fh.read(1 << 16):
             sys.stdout.buffer.write(chunk)
     sys.stdout.flush()
