@@ -82,11 +82,16 @@ def open_file(dir_fd: int, name: str, where: Path) -> int:
 
 
 def open_below(root: Path, rel: Sequence[str]) -> int:
-    """A read descriptor of the regular file ``root/rel…``: ``root`` opened as a folder, every further
-    component without following a link (:class:`LinkInTheWay`)."""
+    """A read descriptor of the regular file ``root/rel…``: ``root`` and every further component opened
+    without following a link (:class:`LinkInTheWay`; the folders above ``root`` are the caller's)."""
     if not rel:
         raise ValueError("no file named below the folder")
-    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        top = os.open(root, DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and os.path.islink(root)):
+            raise LinkInTheWay(root) from None
+        raise
     try:
         folder = open_dir(top, rel[:-1], root)
     finally:

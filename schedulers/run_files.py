@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from core.nofollow import DIR_FLAGS, LinkInTheWay, open_file
+from core.nofollow import DIR_FLAGS, LinkInTheWay, open_below, open_file
 
 ONNX_NAME = "model.onnx"  # FlowTrain's export of a completed run (schedulers/model_export.py)
 ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
@@ -84,15 +84,10 @@ def open_artifact(root: Path, rel: str) -> BinaryIO:
     parts = Path(rel).parts
     if not parts or Path(rel).is_absolute() or ".." in parts:
         raise ValueError(f"{rel!r} is not a path inside the run directory")
-    for i in range(1, len(parts)):
-        if root.joinpath(*parts[:i]).is_symlink():
-            raise ValueError(f"{rel!r} goes through a symbolic link")
-    try:
-        return open_no_follow(root.joinpath(*parts))
-    except OSError as exc:
-        if _is_link(exc):
-            raise ValueError(f"{rel!r} is a symbolic link") from None
-        raise
+    try:  # walked from the run directory one folder at a time (dir_fd): no check-then-open gap
+        return os.fdopen(open_below(root, parts), "rb")
+    except LinkInTheWay as err:
+        raise ValueError(f"{rel!r} goes through a symbolic link ({err.path} {err.what})") from None
 
 
 def read_result(path: Path) -> dict[str, Any] | None:
