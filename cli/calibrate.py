@@ -14,9 +14,10 @@ from core.load import load_spec
 from core.validate import validate
 from schedulers.calibration import CalibrationFailed, calibrate_selection, failures
 from schedulers.launch import Executors, plan
+from schedulers.pinning import pin_run
 from schedulers.speed import SpeedCache
 from settings import SCHEDULERS, load_settings
-from settings.access import os_user, pin_source
+from settings.access import os_user
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_calibrate(args: argparse.Namespace) -> int:
     settings = load_settings()
     executors = Executors(settings.home)
-    spec = pin_source(load_spec(args.spec), os_user(), settings)
+    spec = pin_run(load_spec(args.spec), os_user(), settings)
     analysis = validate(spec)
     scheduler = args.scheduler or settings.scheduler
     before = plan(spec, scheduler=scheduler, framework=args.framework, analysis=analysis, executors=executors,

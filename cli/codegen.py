@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_generate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     weights = spec.training.init_weights
-    if weights is not None and not Path(weights).is_absolute():  # next to the spec, wherever train.py runs
+    if weights is not None:  # next to the spec (wherever train.py runs), at its real path: the program reads only that
         absolute = str((Path(args.spec).parent / weights).resolve())
         spec = spec.model_copy(update={"training": spec.training.model_copy(update={"init_weights": absolute})})
     program = generate(spec, args.framework)

@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 from core import zoo
-from core.example_data import write_example_data
+from core.example_data import record_path, write_example_data
 from core.load import load_spec
+from settings import load_settings
+from settings.access import check_user_name, os_user
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_example_data(args: argparse.Namespace) -> int:
     names = {e.name for e in zoo.entries()}
     spec = zoo.template(args.pipeline) if args.pipeline in names else load_spec(args.pipeline)
-    written = write_example_data(spec, args.out, samples=max(1, args.samples))
+    record = record_path(load_settings().home, check_user_name(os_user()))  # what FlowTrain wrote for you
+    written = write_example_data(spec, args.out, record=record, samples=max(1, args.samples))
     print(f"wrote {written.detail} to {written.path} ({written.amount})")
+    for path in written.kept:
+        print(f"kept {path}: FlowTrain wrote it earlier, but it has changed since, so it is yours now")
     print(f"the pipeline's relative source resolves under a data root: with {args.out} among your data roots "
           "([data] roots in the settings file), `python -m flowtrain run` and the portal find it")
     return 0

@@ -35,7 +35,8 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.model_export import export_note
-from schedulers.runs import Run, RunRegistry, StateChange, tail_file
+from schedulers.run_files import tail_of
+from schedulers.runs import Run, RunRegistry, StateChange
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import listing_user, os_user
 
@@ -330,27 +331,26 @@ def cmd_logs(args: argparse.Namespace) -> int:
     registry = _registry(settings)
     user = command_user(settings, args)
     run = registry.get(args.run, user)
-    path = registry.log_path(run.id)
-    if path is None:
+    found = registry.open_log(run.id)  # opened once, never through a link: what is printed is the file checked
+    if found is None:
         raise CommandError(f"run {run.id} has no log yet (state {run.state.value}); its directory is {run.run_dir}",
                            exit_code=1)
     # Your own log as your program wrote it; another user's (an administrator's --user) with its
     # control characters made visible: that user's program chose every byte of it.
-    shown = (lambda text: text) if user == os_user() else terminal_text
-    if args.tail is not None:
-        text = tail_file(path, args.tail)
-        sys.stdout.write(shown(text) + ("\n" if text else ""))
-        return 0
-    if user == os_user():
-        with path.open("rb") as fh:
+    own = user == os_user()
+    with found[1] as fh:
+        if args.tail is not None:
+            text = tail_of(fh, args.tail)
+            sys.stdout.write((text if own else terminal_text(text)) + ("\n" if text else ""))
+            return 0
+        if own:
             while chunk := fh.read(1 << 16):
                 sys.stdout.buffer.write(chunk)
-    else:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        with path.open("rb") as fh:
+        else:
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
             while chunk := fh.read(1 << 16):
-                sys.stdout.write(shown(decoder.decode(chunk)))
-        sys.stdout.write(shown(decoder.decode(b"", final=True)))
+                sys.stdout.write(terminal_text(decoder.decode(chunk)))
+            sys.stdout.write(terminal_text(decoder.decode(b"", final=True)))
     sys.stdout.flush()
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from cli.common import (
@@ -109,7 +110,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     executors = Executors(registry.home)
     extra = ("--max-steps", str(args.max_steps)) if args.max_steps is not None else ()
     record = submit_sweep(spec, sweep, registry=registry, user=user, scheduler=args.scheduler,
-                          framework=args.framework, executors=executors, args=extra, settings=settings)
+                          framework=args.framework, executors=executors, args=extra, settings=settings,
+                          spec_dir=Path(args.spec).parent)
     what = "job array" if record.scheduler == "slurm" else "local group"
     print(f"sweep {record.id}: {len(record.points)} points of {record.name}, {record.framework} on {record.scheduler}, "
           f"{what} {record.job_id}, at most {record.parallelism} at once", file=out)

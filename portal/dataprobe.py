@@ -10,7 +10,9 @@ lower bound ("at least"), and the result says so (``size_exact``, ``classes_exac
 
 Paths are confined to the configured data roots: a relative source is looked up under each
 root in turn, an absolute one must lie inside a root, ``..`` components are refused, and a
-symbolic link that resolves outside every root is refused. Errors are
+symbolic link that resolves outside every root is refused; in a folder source, a member that is such
+a link (``cat/x.jpg -> /other/user/img.jpg``) is left out of the counts with a warning (submission
+refuses it). Errors are
 :class:`ProbeError` (a :class:`~core.errors.FlowTrainError`) naming the path and the fix.
 """
 
@@ -23,13 +25,14 @@ import os
 import tarfile
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 
 from core import datasets
+from core.data_members import describe, inside, links_leaving
 from core.errors import FlowTrainError
 
 SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz", ".npy": "npy",
@@ -82,9 +85,16 @@ def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") 
         raise ProbeError(f"unknown built-in dataset {source!r}; choose one of {', '.join(datasets.BUILTIN)}")
     path = resolve_source(source, data_roots)
     if path.is_dir():
-        if any(p.suffix == ".tar" for p in path.iterdir()):
-            return _probe_shards(path)
-        return _probe_image_folder(path)
+        leaving = links_leaving(path, inside([Path(r).expanduser().resolve() for r in data_roots]))
+        skip = {member for member, _real in leaving}
+        found = (_probe_shards(path, skip) if any(p.suffix == ".tar" and p.name not in skip for p in path.iterdir())
+                 else _probe_image_folder(path, skip))
+        if not leaving:
+            return found
+        return replace(found, warnings=[
+            f"{len(leaving):,} member(s) of the folder are symbolic links that lead outside the data roots and are "
+            f"left out: {describe(leaving)}; a run is refused until they are gone: remove the links, or copy the "
+            "files they point at into the folder", *found.warnings])
     fmt = SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ProbeError(f"{source!r}: cannot tell the format from the name; expected a .csv, .parquet or .npz "
@@ -290,11 +300,11 @@ def _probe_npy(path: Path, target: str) -> ProbeResult:
                        classes_exact=complete)
 
 
-def _probe_shards(path: Path) -> ProbeResult:
+def _probe_shards(path: Path, skip: set[str] = frozenset()) -> ProbeResult:
     """WebDataset shards: the tar headers of the first shards, at most PROBE_MEMBERS members of at
     most PROBE_SHARDS shards, count the samples; beyond them the count is estimated from the shards'
     sizes. The first image's header gives the shape."""
-    shards = sorted(p for p in path.iterdir() if p.suffix == ".tar") if path.is_dir() else [path]
+    shards = sorted(p for p in path.iterdir() if p.suffix == ".tar" and p.name not in skip) if path.is_dir() else [path]
     count = members = 0
     covered = 0  # bytes of the shards that the members read span
     first: bytes | None = None
@@ -333,10 +343,11 @@ def _probe_shards(path: Path) -> ProbeResult:
                        size_exact=complete)
 
 
-def _probe_image_folder(path: Path) -> ProbeResult:
+def _probe_image_folder(path: Path, skip: set[str] = frozenset()) -> ProbeResult:
     """The class folders are listed (file names only, nothing opened) and the first PROBE_IMAGES
-    images decoded: the first that decodes gives the shape; one that does not is a warning."""
-    classes = sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    images decoded: the first that decodes gives the shape; one that does not is a warning. Members
+    named in ``skip`` (links leading outside the data roots) are left out."""
+    classes = sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip)
     if not classes:
         raise ProbeError(f"{path}: a folder source must hold one sub-folder of images per class; none found")
     count = 0
@@ -344,7 +355,7 @@ def _probe_image_folder(path: Path) -> ProbeResult:
     for name in classes:
         with os.scandir(path / name) as entries:
             found = sorted(e.name for e in entries if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES
-                           and e.is_file())
+                           and f"{name}/{e.name}" not in skip and e.is_file())
         count += len(found)
         firsts += [path / name / f for f in found[:PROBE_IMAGES - len(firsts)]]
     if not firsts:

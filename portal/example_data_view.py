@@ -7,8 +7,10 @@ under the user's first writable data root, at the data layer's relative source, 
 ``python -m flowtrain example-data TEMPLATE --out ROOT`` would; then it points the data layer at the
 resolved absolute path (:func:`settings.access.resolve_source`, the pinned-source rule) through the
 editor's own source setter, which probes it, so the forms, the spec and the mark agree. What was
-written, where and how much stays as a notice on the data layer. Data that FlowTrain did not write
-is never overwritten (:func:`core.example_data.write_example_data` refuses).
+written, where and how much stays as a notice on the data layer. What FlowTrain wrote is recorded in
+the user's own record under the FlowTrain home (:func:`core.example_data.record_path`), never in the
+data folder; data that FlowTrain did not write (or that changed since) is never overwritten, and
+nothing is written through a symbolic link (:func:`core.example_data.write_example_data` refuses).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import streamlit as st
 
 from core.errors import FlowTrainError, SpecError
-from core.example_data import example_target, write_example_data
+from core.example_data import example_target, record_path, write_example_data
 from portal import limits
 from portal.editor_state import Editor
 from settings import Settings
@@ -69,7 +71,7 @@ def generate(ed: Editor, settings: Settings, user: str, set_source: SetSource) -
         root = writable_root(user, settings)
         confine(user, root / relative, settings)  # no symbolic link on the way leads out of the roots
         with limits.GATE.hold("example_data", user), st.spinner("Writing example data…"):
-            written = write_example_data(spec, root)
+            written = write_example_data(spec, root, record=record_path(settings.home, user))
         source = resolve_source(user, str(written.path), settings)
     except SpecError as err:
         ed.notice("error", "Could not generate example data: " + "; ".join(
@@ -84,10 +86,13 @@ def generate(ed: Editor, settings: Settings, user: str, set_source: SetSource) -
         return False
     set_source(ed, source, settings, user)
     ed.refresh_forms()  # the probe set format, size and classes
+    kept = (f" Kept {len(written.kept):,} file(s) of the earlier example data that changed since (yours now): "
+            + ", ".join(str(p) for p in written.kept[:5]) + (" …" if len(written.kept) > 5 else "") + "."
+            ) if written.kept else ""
     ed.notice("success", f"Generated example data: {written.detail}, {written.amount}, in {source}. The data layer "
                          "reads it now. It is random noise around one colour (or a few words) per class: it shows "
-                         "the pipeline running and the loss falling, not how well the model learns real data.",
-              "data", topic=TOPIC)
+                         "the pipeline running and the loss falling, not how well the model learns real data."
+                         + kept, "data", topic=TOPIC)
     return True
 
 

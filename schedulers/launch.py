@@ -25,12 +25,13 @@ from core.validate import Analysis, validate
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
+from schedulers.pinning import pin_run
 from schedulers.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation
 from settings import SCHEDULERS, Settings, load_settings
-from settings.access import os_user, pin_source
+from settings.access import os_user
 
 if TYPE_CHECKING:
     from schedulers.accounting import Accounting
@@ -162,7 +163,7 @@ def plan(
         return selection
     from schedulers.calibration import calibrate_selection
 
-    pinned = pin_source(spec, user or os_user(), settings)
+    pinned = pin_run(spec, user or os_user(), settings)
     calibrate_selection(pinned, analysis or validate(pinned), selection, scheduler=scheduler, executors=executors,
                         settings=settings, on_event=on_event, user=user or os_user())
     util = utilisation_for(scheduler, executors)  # calibration took a while
@@ -194,8 +195,8 @@ def submit_run(
     """Pin the data source, choose (unless ``selection`` is given), generate into a new run
     directory, submit, record.
 
-    The spec's ``data.source`` is resolved for ``user`` first (:func:`settings.access.pin_source`):
-    a source outside the user's data roots is refused (:class:`~core.errors.SpecError` at
+    The spec's ``data.source`` is resolved for ``user`` first (:func:`schedulers.pinning.pin_run`):
+    a source outside the user's data roots, or a folder source with a member linked outside them, is refused (:class:`~core.errors.SpecError` at
     ``data.source``) before anything is created, and the resolved absolute path is what the
     registry stores and the generated program reads.
 
@@ -208,7 +209,7 @@ def submit_run(
     from core.codegen import generate
 
     settings = settings or load_settings()
-    spec = pin_source(spec, user, settings, spec_dir)
+    spec = pin_run(spec, user, settings, spec_dir)
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     analysis = validate(spec)

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from core.nofollow import DIR_FLAGS, LinkInTheWay, open_below, open_file
+
 ONNX_NAME = "model.onnx"  # FlowTrain's export of a completed run (schedulers/model_export.py)
 ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
 CODE_FILES = {"train.py", "model.py", "data.py", "runtime.py", "spec.json", "manifest.json", "job.sbatch"}
@@ -82,15 +84,10 @@ def open_artifact(root: Path, rel: str) -> BinaryIO:
     parts = Path(rel).parts
     if not parts or Path(rel).is_absolute() or ".." in parts:
         raise ValueError(f"{rel!r} is not a path inside the run directory")
-    for i in range(1, len(parts)):
-        if root.joinpath(*parts[:i]).is_symlink():
-            raise ValueError(f"{rel!r} goes through a symbolic link")
-    try:
-        return open_no_follow(root.joinpath(*parts))
-    except OSError as exc:
-        if _is_link(exc):
-            raise ValueError(f"{rel!r} is a symbolic link") from None
-        raise
+    try:  # walked from the run directory one folder at a time (dir_fd): no check-then-open gap
+        return os.fdopen(open_below(root, parts), "rb")
+    except LinkInTheWay as err:
+        raise ValueError(f"{rel!r} goes through a symbolic link ({err.path} {err.what})") from None
 
 
 def read_result(path: Path) -> dict[str, Any] | None:
@@ -177,15 +174,47 @@ def tail_file(path: Path, lines: int, max_bytes: int = 1 << 20) -> str:
     link is not followed)."""
     try:
         with open_no_follow(path) as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(size - max_bytes, 0))
-            data = fh.read()
+            return tail_of(fh, lines, max_bytes)
     except FileNotFoundError:
         return ""
     except OSError as exc:
         if not _is_link(exc):
             raise
         return ""  # a link is never read
-    text = data.decode("utf-8", errors="replace")
+
+
+def tail_of(fh: BinaryIO, lines: int, max_bytes: int = 1 << 20) -> str:
+    """The last ``lines`` lines of an open file (at most ``max_bytes`` read from its end)."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    fh.seek(max(size - max_bytes, 0))
+    text = fh.read().decode("utf-8", errors="replace")
     return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
+
+
+def open_log(root: Path, names: list[str]) -> tuple[str, BinaryIO] | None:
+    """The first of ``names`` (files directly in the run directory ``root``) that exists, opened once:
+    the directory without following a link, then the file relative to it with ``O_NOFOLLOW``, checked on
+    the open descriptor (``fstat``: a regular file), so no check-then-open gap lets a link swapped in
+    be read. ``ValueError`` naming a link (or anything but a regular file) met on the way; ``None``
+    when none of them exists."""
+    try:
+        top = os.open(root, DIR_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if _is_link(exc) or exc.errno == errno.ENOTDIR:
+            raise ValueError(f"the run directory {root} is not a folder (a symbolic link?); nothing in it is read") from None
+        raise
+    try:
+        for name in names:
+            try:
+                return name, os.fdopen(open_file(top, name, root), "rb")
+            except FileNotFoundError:
+                continue
+            except LinkInTheWay as err:
+                raise ValueError(f"{name} {err.what}; a log that is not a regular file of the run directory is "
+                                 "never read") from None
+        return None
+    finally:
+        os.close(top)

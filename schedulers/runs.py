@@ -64,6 +64,7 @@ from schedulers.run_files import (
     classify,
     list_artifacts,
     open_artifact,
+    open_log,
     read_metrics,
     read_result,
     tail_file,
@@ -466,6 +467,31 @@ class RunRegistry(SweepTable):
             candidates.insert(0, root / f"slurm-{row['job_id']}.out")
         candidates += sorted(root.glob("slurm-*.out"), key=lambda p: p.lstat().st_mtime, reverse=True)
         return next((c for c in candidates if c.is_file() and not c.is_symlink()), None)
+
+    @guarded
+    def open_log(self, run_id: str) -> tuple[str, BinaryIO] | None:
+        """The job's log (the names :meth:`log_path` tries, in its order) opened once, never through a
+        link (:func:`schedulers.run_files.open_log`); ``None`` when there is none yet,
+        :class:`RegistryError` naming a link (or anything but a regular file) in its place."""
+        row = self._require(self._conn(), run_id)
+        root = Path(row["run_dir"])
+        names = ([f"slurm-{row['job_id']}.out"] if row["job_id"] else []) + ["run.log"]
+        found: list[tuple[float, str]] = []
+        try:
+            with os.scandir(root) as entries:
+                for e in entries:
+                    if e.name.startswith("slurm-") and e.name.endswith(".out") and e.name not in names:
+                        try:
+                            found.append((e.stat(follow_symlinks=False).st_mtime, e.name))
+                        except FileNotFoundError:
+                            continue  # removed while listing
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # no run directory (yet): open_log says so
+        names += [name for _mtime, name in sorted(found, reverse=True)]
+        try:
+            return open_log(root, names)
+        except (ValueError, OSError) as exc:
+            raise RegistryError(f"the log of run {run_id} cannot be read: {exc}") from exc
 
     @guarded
     def log_tail(self, run_id: str, lines: int = LOG_TAIL_LINES) -> str:

@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from core.spec import PipelineSpec
@@ -27,9 +28,9 @@ from core.sweep import SweepSpec, best_index, expand_sweep
 from core.validate import validate
 from schedulers.base import ArrayExecutor, ArraySubmission, Executor, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.launch import Executors, plan
+from schedulers.pinning import pin_points, pin_run
 from schedulers.runs import Run, RunRegistry, StateChange, Sweep
 from settings import Settings, load_settings
-from settings.access import pin_source
 
 
 def submit_sweep(
@@ -43,9 +44,12 @@ def submit_sweep(
     executors: Executors | None = None,
     args: Sequence[str] = (),
     settings: Settings | None = None,
+    spec_dir: Path | None = None,
 ) -> Sweep:
-    """Pin the data source, expand and validate every point (:class:`~core.errors.SpecError` with all
-    problems, before anything is created), choose once, generate each point, submit one array, record.
+    """Pin the data source, expand and validate every point and pin each like a run (its
+    ``training.init_weights`` too: :func:`schedulers.pinning.pin_points`; :class:`~core.errors.SpecError`
+    with all problems, before anything is created), choose once, generate each point, submit one array,
+    record. ``spec_dir``: the folder of the spec file, where ``training.init_weights`` may lie.
 
     A failure after the runs were created (generation, submission) marks every point FAILED with the
     reason, then re-raises.
@@ -53,8 +57,8 @@ def submit_sweep(
     from core.codegen import generate
 
     settings = settings or load_settings()
-    spec = pin_source(spec, user, settings)
-    expanded = expand_sweep(spec, sweep)
+    spec = pin_run(spec, user, settings, spec_dir)
+    expanded = pin_points(expand_sweep(spec, sweep), user, settings, spec_dir)
     scheduler = scheduler or settings.scheduler
     executors = executors or Executors(registry.home)
     selection = plan(spec, scheduler=scheduler, framework=framework, analysis=validate(spec), executors=executors,

@@ -114,6 +114,8 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_tokenize": tokenize,
         "data_label_encode": any(isinstance(p, LabelEncode) for p in data.preprocessing),
         "data_augmentation": augmentation_plan(spec),
+        # set: data.py holds open_init_weights (opens it only at its pinned real path) for train.py
+        "data_init_weights": None if spec.training.init_weights is None else str(spec.training.init_weights),
     }
 
 

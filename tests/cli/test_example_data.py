@@ -3,6 +3,7 @@ runnable as shipped once their example data is under a data root."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ NEEDS_DATA = sorted(e.name for e in zoo.entries() if not zoo.template(e.name).da
 
 
 def example_data(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLOWTRAIN_HOME": str(out.with_name(out.name + "-home"))}  # the record of what was written
+    env.pop("FLOWTRAIN_CONFIG", None)
     return subprocess.run([sys.executable, "-m", "flowtrain", "example-data", name, "--out", str(out), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False, env=env)
 
 
 def test_every_template_without_a_builtin_dataset_gets_example_data(tmp_path: Path) -> None:
@@ -64,3 +67,15 @@ def test_data_that_is_not_example_data_is_never_overwritten(tmp_path: Path) -> N
     assert result.returncode == 2, result.stdout
     assert f"{mine.parent} already exists and is not FlowTrain example data; it is left as it is" in result.stderr
     assert [p.name for p in mine.parent.iterdir()] == ["cat"]
+
+
+def test_writing_again_keeps_and_names_a_file_changed_since(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    assert example_data("resnet18_cifar", root, "--samples", "20").returncode == 0
+    edited = root / "cifar10" / "train" / "class5" / "000015.jpg"
+    edited.write_bytes(b"mine now")
+    result = example_data("resnet18_cifar", root, "--samples", "10")
+    assert result.returncode == 0, result.stderr
+    assert f"kept {edited}: FlowTrain wrote it earlier, but it has changed since" in result.stdout
+    assert edited.read_bytes() == b"mine now"
+    assert (tmp_path / "root-home" / "example-data").is_dir()

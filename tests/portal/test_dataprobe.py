@@ -106,6 +106,30 @@ def test_image_folder(tmp_path: Path) -> None:
         probe("empty", [tmp_path])
 
 
+def test_members_linked_outside_the_roots_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    """cat/x.png -> another user's image, and a class folder linked to theirs, were counted (and trained on)."""
+    root, other = tmp_path / "root", tmp_path / "other-user"
+    write_images(root / "imgs", {"cat": 3, "dog": 2}, size=(12, 10), mode="L")
+    theirs = write_images(other / "imgs", {"bird": 4}, size=(12, 10), mode="L")
+    os.symlink(theirs[0], root / "imgs" / "cat" / "x.png")
+    os.symlink(other / "imgs" / "bird", root / "imgs" / "bird")
+    write_images(root / "more", {"cat": 1}, size=(12, 10), mode="L")
+    os.symlink(root / "more" / "cat" / "img0.png", root / "imgs" / "dog" / "inside.png")  # stays inside: counted
+    result = probe("imgs", [root])
+    assert (result.size, result.num_classes, result.columns) == (6, 2, ["cat", "dog"])
+    assert result.warnings[0] == (
+        f"2 member(s) of the folder are symbolic links that lead outside the data roots and are left out: "
+        f"bird -> {other / 'imgs' / 'bird'}, cat/x.png -> {theirs[0]}; a run is refused until they are gone: "
+        "remove the links, or copy the files they point at into the folder")
+    write_shards(tmp_path / "bob-shards", [0, 1, 2], per_shard=3)
+    write_shards(root / "shards", [i % 3 for i in range(4)], per_shard=4)
+    os.symlink(tmp_path / "bob-shards" / "shard-000000.tar", root / "shards" / "shard-000009.tar")
+    shards = probe("shards", [root])
+    assert shards.size == 4 and shards.columns == ["shard-000000.tar"]
+    assert shards.warnings[0].startswith("1 member(s) of the folder are symbolic links that lead outside the data "
+                                         "roots and are left out: shard-000009.tar -> ")
+
+
 def test_paths_are_confined_to_the_roots(tmp_path: Path) -> None:
     root, outside = tmp_path / "root", tmp_path / "outside"
     write_csv(outside / "secret.csv", ["x", "label"], [[1, 0]])

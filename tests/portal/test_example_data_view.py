@@ -73,3 +73,37 @@ def test_without_a_data_root_the_refusal_names_the_setting(app, portal_env):
     assert any("Needs your data" in w.value for w in at.warning)
     assert editor(at).spec().data.source == "text/reviews.csv"
     assert not list(portal_env.rglob("reviews.csv"))
+
+
+def test_a_marker_planted_in_the_data_folder_deletes_nothing_of_the_service(app, portal_env):
+    """The audit's case: a marker naming the service home's flowtrain.db through a link planted in the
+    data folder; Generate example data deleted the registry. FlowTrain's record of what it wrote lies in
+    the home now, and nothing is deleted through a link."""
+    at = app()
+    _load(at, "resnet18_cifar")
+    assert _offered(at)
+    db = portal_env / "home" / "flowtrain.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    if not db.exists():
+        db.write_bytes(b"the registry")
+    before = db.read_bytes()
+    folder = portal_env / "data" / "cifar10" / "train"
+    folder.mkdir(parents=True)
+    (folder / "svc").symlink_to(portal_env / "home")
+    (folder / ".flowtrain-example-data.json").write_text(
+        json.dumps({"written_by": "FlowTrain example data", "files": ["svc/flowtrain.db"]}), encoding="utf-8")
+    _generate(at)
+    [refusal] = [e.value for e in at.error if e.value.startswith("Could not generate example data")]
+    assert "already exists and is not FlowTrain example data" in refusal
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == [".flowtrain-example-data.json", "svc"]
+
+
+def test_the_record_of_generated_data_lies_in_the_home_not_in_the_data_folder(app, portal_env):
+    at = app()
+    _load(at, "lstm_text_classifier")
+    _generate(at)
+    csv = (portal_env / "data" / "text" / "reviews.csv").resolve()
+    [record] = (portal_env / "home" / "example-data").glob("*.json")
+    assert str(csv) in json.loads(record.read_text(encoding="utf-8"))["written"]
+    assert sorted(p.name for p in csv.parent.iterdir()) == ["reviews.csv"]  # no marker in the data folder

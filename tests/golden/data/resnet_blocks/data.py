@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,22 @@ class Streamed:
         return _preprocess(self.read(np.atleast_1d(rows)), None, self.fitted)
 
 
+def _leaves(member: Path, folder: Path) -> bool:
+    """Whether ``member`` of the pinned ``folder`` is a symbolic link whose real path lies outside it
+    (another user's file linked in): such a member is skipped, never read."""
+    if not member.is_symlink():
+        return False
+    real = Path(os.path.realpath(member))
+    return real != folder and folder not in real.parents
+
+
+def _warn_skipped(folder: Path, skipped: list[str]) -> None:
+    if skipped:
+        print(f"warning: {folder}: skipping {len(skipped)} member(s) that are symbolic links leading out of the "
+              f"folder, which are never read: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}",
+              file=sys.stderr)
+
+
 def _why(exc: BaseException) -> str:
     """A library's error as part of a one-line DataError: whitespace runs become one space, and
     characters that cannot be shown become "?" (a damaged file's bytes end up in some messages)."""
@@ -311,7 +328,8 @@ def _image_files(root: Path) -> ImageFiles:
     """One sub-folder per class (class index = position in the sorted folder names); lists, never decodes."""
     if not root.is_dir():
         raise DataError(f"{root} is not a folder; an image folder holds one sub-folder of images per class")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    skipped = [p.name for p in root.iterdir() if _leaves(p, root)]
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skipped)
     if not classes:
         raise DataError(f"{root} has no class sub-folders; put the images of each class in a sub-folder")
     if NUM_CLASSES is not None and len(classes) > NUM_CLASSES:
@@ -321,11 +339,16 @@ def _image_files(root: Path) -> ImageFiles:
     names: list[str] = []
     labels: list[int] = []
     for index, name in enumerate(classes):
+        found, linked_out = [], []
         with os.scandir(root / name) as entries:
-            found = sorted(e.name for e in entries
-                           if e.is_file() and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES)
+            for e in entries:  # is_symlink() needs no system call: only links are resolved
+                if e.is_file() and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES:
+                    (linked_out if e.is_symlink() and _leaves(Path(e.path), root) else found).append(e.name)
+        found.sort()
+        skipped += [f"{name}/{f}" for f in sorted(linked_out)]
         names += [f"{name}/{f}" for f in found]
         labels += [index] * len(found)
+    _warn_skipped(root, skipped)
     if not names:
         raise DataError(f"{root}: no PNG or JPEG images in its class folders ({', '.join(classes[:5])} ...)")
     _check_image_input(root)
