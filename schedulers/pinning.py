@@ -20,6 +20,8 @@ from core.sweep import SweepPlan
 from settings import Settings
 from settings.access import data_roots, pin_source
 
+INIT_WEIGHTS = "training.init_weights"
+
 
 def pin_run(spec: PipelineSpec, user: str, settings: Settings, spec_dir: Path | None = None) -> PipelineSpec:
     """``spec`` pinned for ``user`` (:func:`settings.access.pin_source`), its folder source's members
@@ -44,14 +46,17 @@ def pin_points(plan: SweepPlan, user: str, settings: Settings, spec_dir: Path | 
     :class:`SpecError` with every refused path of every point, naming the point, otherwise."""
     points = []
     problems: list[Problem] = []
-    for point in plan.points:
+    for point in plan.points:  # one point's spec at a time: a point keeps only its values
         try:
-            pinned = pin_source(point.spec, user, settings, spec_dir)
+            pinned = pin_source(plan.variant_spec(point), user, settings, spec_dir)
         except SpecError as err:
             problems += [replace(p, message=f"{p.message} (sweep point {point.index}: {point.words()})")
                          for p in err.problems]
             continue
-        points.append(replace(point, spec=pinned))
+        values = dict(point.values)
+        if INIT_WEIGHTS in values:  # the only path a point may set (data.source is not sweepable)
+            values[INIT_WEIGHTS] = pinned.training.init_weights
+        points.append(replace(point, values=values))
     if problems:
         raise SpecError(problems)
     return replace(plan, points=points)
