@@ -182,7 +182,8 @@ GUIDE = """\
 2. **Data layer**: a built-in dataset, or a file or folder under your data roots (*File under my
    data roots*); its format, size and sample shape are detected.
 3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
-   to another node's top handle to connect them. Click a node to edit it in the form on the right.
+   to another node's top handle to connect them. Click a node to edit it in the form on the right,
+   where **Delete node** deletes it and ✕ beside an input removes that connection.
    Every node shows its output shape; a problem marks the node red and is listed under the canvas.
    A composite block (▣, e.g. a ResNet basic block) is one node: **Open block** edits it, and so
    every use of it; **← Back to pipeline** returns.
@@ -444,8 +445,9 @@ def side_form(ed: Editor) -> None:
                  key=key, on_change=_select, args=(ed, key), placeholder="click a node…")
     if ed.selected is None:
         st.caption("Click a node on the canvas (or choose it above) to edit its parameters. Connect nodes by "
-                   "dragging from the bottom handle of one to the top handle of another; right-click a node "
-                   "or an edge to delete it.")
+                   "dragging from the bottom handle of one to the top handle of another. To delete a node, select "
+                   "it and press **Delete node** at the end of this form; to remove a connection, press ✕ beside "
+                   "it under **Inputs** of the node it feeds.")
         return
     node_id = ed.selected
     node = ed.node(node_id)
