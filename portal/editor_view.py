@@ -16,7 +16,17 @@ from core.errors import FlowTrainError, Problem
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import blocks_view, canvas, data_needs, dataprobe, drafts_view, example_data_view, limits, users
+from portal import (
+    blocks_view,
+    canvas,
+    data_needs,
+    dataprobe,
+    drafts_view,
+    example_data_view,
+    limits,
+    resource_view,
+    users,
+)
 from portal.blocks import bound_to, is_port, use_params
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_state import Editor
@@ -514,8 +524,9 @@ def _layout(ed: Editor) -> None:
     ed.layout()
 
 
-def validation(ed: Editor, need: Problem | None = None) -> None:
-    """"Valid" means runnable: the graph checks out and the data layer names data the user has."""
+def validation(ed: Editor, need: Problem | None = None, settings: Settings | None = None) -> None:
+    """"Valid" means runnable where it will run: the graph checks out, the data layer names data the user
+    has, and the training layer's resources fit the scheduler the user submits to."""
     problems = ed.problems()
     analysis = ed.analysis()
     if not problems and analysis is not None:
@@ -525,7 +536,14 @@ def validation(ed: Editor, need: Problem | None = None) -> None:
             st.warning(f"Not runnable yet: the data layer needs your data (see [the data layer](#data-layer)). "
                        f"The graph is valid: {facts}.", icon=":material/folder_off:")
             return
-        st.success(f"Valid: {facts}" if facts else "Valid.")
+        fit, why = resource_view.check(ed, settings) if settings is not None else (None, "")
+        if fit is not None and not fit.fits:
+            resource_view.show(ed, fit, facts)
+            return
+        st.success((f"Valid: {facts}" if facts else "Valid.") + (f" Fits {fit.where.replace(' has ', ', which has ')}."
+                                                                 if fit is not None else ""))
+        if why:
+            st.caption(f"Resources not checked against {settings.scheduler if settings else 'the scheduler'}: {why}")
         return
     lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
@@ -538,7 +556,7 @@ def _problem_text(p: Problem) -> str:
     return text.replace("`", "'")
 
 
-def graph_layer(ed: Editor, need: Problem | None = None) -> None:
+def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | None = None) -> None:
     st.subheader("2 · Graph layer", anchor="graph-layer")
     left, mid, right = st.columns([1.3, 5, 2.2])
     with left:
@@ -554,7 +572,7 @@ def graph_layer(ed: Editor, need: Problem | None = None) -> None:
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
         canvas.draw(ed)
-        validation(ed, need)
+        validation(ed, need, settings)
 
 
 # --------------------------------------------------------------------------- training layer
@@ -660,7 +678,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     st.divider()
     data_layer(ed, settings, user, need)
     st.divider()
-    graph_layer(ed, need)
+    graph_layer(ed, need, settings)
     st.divider()
     training_layer(ed, settings)
 
