@@ -402,6 +402,8 @@ class Editor(BlockEdits):
             return
         self._snapshot()
         target[path[-1]] = value
+        name = f"{section}.{'.'.join(path)}"  # a note on a value refused there is about a value now gone
+        self.field_errors = {k: v for k, v in self.field_errors.items() if k != name and not k.startswith(name + ".")}
         self._changed(canvas=False)
 
     def set_list(self, which: Literal["preprocessing", "augmentation"], steps: list[dict[str, Any]]) -> None:
@@ -442,6 +444,7 @@ class Editor(BlockEdits):
     def _show(self, doc: dict[str, Any]) -> None:
         """Show ``doc`` (from the history) as the document, with new forms and a remounted canvas."""
         self.doc = doc
+        self.field_errors = {}  # about values of the document that is gone
         self._forget_gone_blocks()
         if not self.has_node(self.selected):
             self.selected = None
