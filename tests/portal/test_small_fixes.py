@@ -14,7 +14,7 @@ from portal.resume import Checkpoint, lineage, resumed_from, seed
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
 from schedulers.runs import RunRegistry
-from tests.portal.conftest import as_the_browser, assert_no_exception, editor
+from tests.portal.conftest import as_the_browser, assert_no_exception, editor, messages
 
 
 def test_a_refused_values_note_goes_once_the_field_holds_another_value():
@@ -82,3 +82,16 @@ def test_a_resumed_run_and_its_parent_name_each_other(app, portal_env: Path):
     assert any(c.value == f"Resumed as run {child.id}." for c in at.caption)
     at.selectbox(key="runs.selected").set_value(child.id).run()
     assert any(c.value == f"Resumed from run {parent.id} at step 1,200." for c in at.caption)
+
+
+def test_example_data_for_a_text_template_keeps_it_valid(app):
+    """A text table has no numeric feature: the probe records no sample shape, not (0,), which the
+    validator refused (data.sample_shape[0]) until the template was loaded again."""
+    at = app()
+    as_the_browser(at, lambda: at.selectbox(key="toolbar.template").set_value("transformer_text_classifier"))
+    as_the_browser(at, at.button(key="toolbar.load").click)
+    as_the_browser(at, at.button(key="editor.example_data").click)
+    ed = editor(at)
+    assert ed.doc["data"]["size"] and ed.doc["data"]["sample_shape"] is None
+    assert ed.problems() == []
+    assert any(m.startswith(("Valid:", "Valid, but local has")) for m in messages(at))
