@@ -10,6 +10,8 @@ on: reload the saved draft, or save this tab's document as a new draft.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,8 +132,9 @@ def new_draft(ed: Editor, settings: Settings, user: str) -> None:
 def open_draft(ed: Editor, settings: Settings, user: str, key: str) -> None:
     draft_id = st.session_state.get(key)
     b = binding()
-    if not draft_id or b is None or draft_id == b.id:
-        return
+    store = store_for(settings, user)
+    if not draft_id or b is None or draft_id == b.id or draft_id not in {d.id for d in store.list()}:
+        return  # nothing new chosen, or a value left from an older list
     if b.trouble:
         b.widgets += 1  # the picker shows the open draft again
         ed.notice("warning", "First keep this tab's changes: save them as a copy, or reload the saved draft.",
@@ -204,6 +207,20 @@ def delete_draft(ed: Editor, settings: Settings, user: str) -> None:
     _guarded(ed, "delete the draft", run)
 
 
+def picker_labels(drafts: list[DraftInfo], b: DraftBinding) -> dict[str, str]:
+    """Draft id → the picker's label: its name, told apart by when it was saved when names repeat."""
+    names = {d.id: d.name + (" (unreadable)" if d.problem else "") for d in drafts}
+    names.setdefault(b.id, b.name)
+    when = {d.id: d.saved_at for d in drafts}
+    counts: dict[str, int] = {}
+    for name in names.values():
+        counts[name] = counts.get(name, 0) + 1
+    labels = {i: f"{n} · saved {_when(when.get(i, 0.0))}" if counts[n] > 1 else n for i, n in names.items()}
+    seen = list(labels.values())
+    return {i: f"{label} · {i[:6]}" if seen.count(label) > 1 else label  # saved in the same minute too
+            for i, label in labels.items()}
+
+
 def _ask_delete(flag: bool) -> None:
     b = binding()
     if b is not None:
@@ -227,11 +244,13 @@ def drafts_bar(ed: Editor, settings: Settings, user: str) -> None:
         y.button("Save mine as a copy", key="drafts.copy", on_click=save_copy, args=(ed, settings, user),
                  type="primary", help="Keeps this tab's document as a new draft; the other one stays as saved.")
     drafts = store_for(settings, user).list()
-    names = {d.id: d.name + (" (unreadable)" if d.problem else "") for d in drafts}
-    names.setdefault(b.id, b.name)
+    names = picker_labels(drafts, b)
     ids = sorted(names, key=lambda i: (names[i].lower(), i))
     c1, c2, c3, c4, c5 = st.columns([3, 3, 1.2, 1.2, 1.2], vertical_alignment="bottom")
-    pick = f"drafts.pick.{b.id}.{len(ids)}.{b.widgets}"
+    # Streamlit keeps a selectbox's value as the option's label: a label that changed under the same key
+    # (a draft renamed, or named after its pipeline) came back as text. New labels, new widget.
+    digest = hashlib.sha1(json.dumps([[i, names[i]] for i in ids]).encode()).hexdigest()[:10]
+    pick = f"drafts.pick.{b.id}.{digest}.{b.widgets}"
     c1.selectbox("Draft", ids, index=ids.index(b.id), key=pick, format_func=lambda i: names[i],
                  on_change=open_draft, args=(ed, settings, user, pick),
                  help="Your drafts, saved on the server after every change: open one to go on with it.")

@@ -131,15 +131,15 @@ def test_a_second_tab_can_reload_the_saved_draft(app):
     assert not any("saved from another tab" in m for m in messages(second))  # saving again from the new base
 
 
-def test_new_open_and_delete_drafts_from_the_bar(app):
+def test_new_open_and_delete_drafts_from_the_bar(app, portal_env):
     at = app()
     _load_template(at, "lenet5")
     as_the_browser(at, at.button(key="drafts.new").click)
     assert [n["id"] for n in editor(at).nodes] == ["input", "output"]
     assert at.selectbox(key="toolbar.template").value is None  # the picker no longer shows lenet5
     [pick] = [s for s in at.selectbox if str(s.key).startswith("drafts.pick.")]
-    assert len(pick.options) == 2
-    lenet = next(o for o in pick.options if o == "lenet5")
+    assert sorted(pick.options) == ["lenet5", "pipeline"]  # each draft named after its pipeline until renamed
+    lenet = next(d.id for d in DraftStore(portal_env / "home", _user(at)).list() if d.name == "lenet5")
     as_the_browser(at, lambda: pick.set_value(lenet))
     assert editor(at).doc["name"] == "lenet5"
     as_the_browser(at, at.button(key="drafts.delete").click)
@@ -171,3 +171,14 @@ def test_export_works_with_an_invalid_data_layer_and_lists_its_problems(app, dow
 
 def _user(at) -> str:
     return at.session_state["portal.user"]
+
+
+def test_the_picker_tells_drafts_of_one_name_apart(tmp_path: Path):
+    from portal.drafts_view import DraftBinding, picker_labels
+
+    store = DraftStore(tmp_path, "alice")
+    a, b = store.create("pipeline", _state()), store.create("pipeline", _state())
+    c = store.create("mine", _state())
+    labels = picker_labels(store.list(), DraftBinding(a.id, a.name, 1, 0))
+    assert labels[c.id] == "mine" and len(set(labels.values())) == 3
+    assert all(labels[i].startswith("pipeline · ") for i in (a.id, b.id))
