@@ -26,6 +26,6 @@ pages = [
     st.Page("pages/cluster.py", title="Cluster", icon=":material/dns:"),
     st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:"),
 ]
-drafts_view.open_session(session.editor(), settings, user)  # a new session goes on with the user's last draft
+drafts_view.open_session(settings, user)  # a new session goes on with the user's last draft
 st.navigation(pages).run()
 drafts_view.autosave(session.editor(), settings, user)  # what this run changed (the editor page saves callbacks' edits)

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from portal import session
 from portal.drafts import DraftConflict, DraftError, DraftInfo, DraftState, DraftStore
 from portal.editor_state import Editor
 from portal.session import reset_widgets
 from settings import Settings
 
-BINDING_KEY = "portal.draft"
+BINDING_KEY = session.DRAFT_KEY
 TOPIC = "draft"
 
 
@@ -33,6 +34,7 @@ class DraftBinding:
 
     id: str
     name: str
+    user: str  # whose draft
     revision: int  # the saved revision this session's document is based on
     saved_rev: int  # Editor.rev when it was last saved or opened
     trouble: str = ""  # why the last save did not happen; saving waits until the user chooses
@@ -55,7 +57,7 @@ def state_of(ed: Editor) -> DraftState:
 
 def _bind(ed: Editor, store: DraftStore, info: DraftInfo) -> DraftBinding:
     old = binding()
-    b = DraftBinding(info.id, info.name, info.revision, ed.rev, widgets=(old.widgets + 1) if old else 0)
+    b = DraftBinding(info.id, info.name, store.user, info.revision, ed.rev, widgets=(old.widgets + 1) if old else 0)
     st.session_state[BINDING_KEY] = b
     store.set_last_open(info.id)
     return b
@@ -69,8 +71,10 @@ def _open(ed: Editor, store: DraftStore, draft_id: str) -> DraftInfo:
     return info
 
 
-def open_session(ed: Editor, settings: Settings, user: str) -> None:
-    """On a session's first run: open the user's last draft, or keep this blank document as a new one."""
+def open_session(settings: Settings, user: str) -> None:
+    """On a session's first run (or the first after another user signed in: :func:`portal.session.editor`):
+    open the user's last draft, or keep this blank document as a new one."""
+    ed = session.editor()
     if binding() is not None:
         return
     store = store_for(settings, user)
@@ -90,7 +94,7 @@ def open_session(ed: Editor, settings: Settings, user: str) -> None:
 def autosave(ed: Editor, settings: Settings, user: str) -> None:
     """Save the document when it changed since the last save (not while a refused save waits for the user)."""
     b = binding()
-    if b is None or b.trouble or ed.rev == b.saved_rev:
+    if b is None or b.user != user or b.trouble or ed.rev == b.saved_rev:
         return
     try:
         info = store_for(settings, user).save(b.id, state_of(ed), b.revision)

@@ -668,6 +668,7 @@ def training_layer(ed: Editor, settings: Settings) -> None:
 
 def page(ed: Editor, settings: Settings, user: str) -> None:
     """The whole editor page, in the patent's order: data, graph, training."""
+    drafts_view.open_session(settings, user)  # app.py opened it (this covers a page run on its own)
     canvas.read_event(ed)
     drafts_view.autosave(ed, settings, user)  # the callbacks' and the canvas's edits of this run
     st.title("Pipeline editor")

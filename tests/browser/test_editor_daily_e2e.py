@@ -1,6 +1,7 @@
 """An editor a researcher works in every day, in headless Debian chromium: keyboard delete on the
-canvas never leaves the canvas and the spec disagreeing, and a reload shows the work as it was
-(saved on the server after every change, undo history included)."""
+canvas never leaves the canvas and the spec disagreeing, a reload shows the work as it was (saved on
+the server after every change, undo history included), and a training layer asking for more than the
+local scheduler's machine has is said so beside "Valid", fitted in one click, and runs."""
 
 from __future__ import annotations
 
@@ -9,11 +10,23 @@ import re
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, OPEN_PAGES, PROXY_SECRET, SECRET_HEADER, USER_HEADER
-from tests.browser.ui import CANVAS, RUN_COUNTER, act, click_button, click_node, shot, wait_node, wait_text
+from tests.browser.ui import (
+    CANVAS,
+    RUN_COUNTER,
+    act,
+    choose,
+    click_button,
+    click_node,
+    set_number,
+    shot,
+    wait_node,
+    wait_text,
+)
 
 pytestmark = pytest.mark.browser
 
 VIEWPORT = {"width": 1600, "height": 1300}
+RUN_TIMEOUT_MS = 420_000
 
 
 def _page(browser, user: str):
@@ -64,4 +77,28 @@ def test_keyboard_delete_changes_nothing_and_a_reload_keeps_the_work(portal, bro
     click_button(page, "↷ Redo")
     wait_text(page, "2 nodes · 0 edges")
     shot(page, ARTIFACTS, "20-reload-kept-the-draft")
+    context.close()
+
+
+def test_more_than_this_machine_has_is_fitted_in_one_click_and_runs(portal, browser):
+    context, page = _page(browser, "erin")
+    page.goto(portal.url)
+    wait_node(page, "input", timeout=90_000)
+    choose(page, "Template from the model zoo", re.compile(r"^mnist_cnn — "))
+    click_button(page, "Load template")
+    wait_text(page, "Loaded the template mnist_cnn.")
+    set_number(page, "Epochs", 1)
+    set_number(page, "GPUs per node", 64)  # more than any machine here has
+    warning = wait_text(page, re.compile(r"^Valid, but local has \d+ CPUs?, .* and (no GPU|\d+ GPUs?): .*resource "
+                                         r"problem"))
+    warning.scroll_into_view_if_needed()
+    shot(page, ARTIFACTS, "21-more-than-this-machine")
+    click_button(page, "Fit to this machine")
+    wait_text(page, re.compile(r"^Valid: .* Fits local"))
+    act(page, page.get_by_role("link", name="Runs").click)
+    act(page, page.get_by_role("button", name="Submit run").click, timeout=300_000)
+    label = wait_text(page, re.compile(r"^Submitted run \S+: \w+ on local")).inner_text()
+    run_id = re.search(r"Submitted run (\S+):", label).group(1)
+    wait_text(page, re.compile(rf"Run {re.escape(run_id)} — COMPLETED"), timeout=RUN_TIMEOUT_MS)
+    shot(page, ARTIFACTS, "22-fitted-run-completed")
     context.close()

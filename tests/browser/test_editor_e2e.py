@@ -120,7 +120,7 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     shot(page, ARTIFACTS, "11b-vgg16-example-data")
     click_button(page, "Fit to this machine")
     wait_text(page, re.compile(r"^Valid: .* Fits local"))
-    assert _field(page, "Nodes").input_value() == "1"
+    assert page.get_by_role("spinbutton", name="Nodes", exact=True).input_value() == "1"
     shot(page, ARTIFACTS, "11c-vgg16-fitted")
     context.close()
 

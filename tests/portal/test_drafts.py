@@ -179,6 +179,33 @@ def test_the_picker_tells_drafts_of_one_name_apart(tmp_path: Path):
     store = DraftStore(tmp_path, "alice")
     a, b = store.create("pipeline", _state()), store.create("pipeline", _state())
     c = store.create("mine", _state())
-    labels = picker_labels(store.list(), DraftBinding(a.id, a.name, 1, 0))
+    labels = picker_labels(store.list(), DraftBinding(a.id, a.name, "alice", 1, 0))
     assert labels[c.id] == "mine" and len(set(labels.values())) == 3
     assert all(labels[i].startswith("pipeline · ") for i in (a.id, b.id))
+
+
+def test_another_user_signing_in_in_the_same_session_sees_nothing_of_the_last_ones(portal_env):
+    import time as _time
+
+    from streamlit.testing.v1 import AppTest
+
+    from portal.users import hash_password
+    from tests.portal.conftest import APP, TIMEOUT_S
+
+    config = portal_env / "flowtrain.toml"
+    hashed = hash_password("pw", iterations=1000)
+    config.write_text(config.read_text(encoding="utf-8") + '[auth]\nmode = "local"\n'
+                      f'[auth.local_users]\nalice = "{hashed}"\nbob = "{hashed}"\n', encoding="utf-8")
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
+    at.session_state["portal.user"] = "alice"
+    at.session_state["portal.signed_in_at"] = _time.time()
+    at.run()
+    _load_template(at, "lenet5")
+    at.session_state["portal.user"] = "bob"  # alice signed out, bob signed in, one browser session
+    at.run()
+    assert_no_exception(at)
+    assert editor(at).doc["name"] == "pipeline" and not editor(at).history
+    as_the_browser(at, lambda: form(at, "number_input", "training.epochs").set_value(2))
+    assert [d.name for d in DraftStore(portal_env / "home", "alice").list()] == ["lenet5"]
+    [bobs] = DraftStore(portal_env / "home", "bob").list()
+    assert DraftStore(portal_env / "home", "bob").load(bobs.id)[1].doc["training"]["epochs"] == 2
