@@ -72,7 +72,7 @@ def check_local(training: Mapping[str, Any], machine: PartitionUtilisation) -> R
                                 received=str(res.nodes), expected="1",
                                 fix="set Nodes to 1, or submit to a Slurm cluster"))
     if res.gpus_per_node > node.gpus:
-        problems.append(Problem(f"{RES}.gpus_per_node", f"this machine has {node.gpus or 'no'} GPU(s)",
+        problems.append(Problem(f"{RES}.gpus_per_node", "this machine has no GPU" if not node.gpus else f"this machine has {node.gpus} GPU(s)",
                                 received=str(res.gpus_per_node), expected=f"at most {node.gpus}",
                                 fix=f"set GPUs per node to {node.gpus} (the program then trains on the CPU)"
                                 if not node.gpus else f"set GPUs per node to {node.gpus} or fewer"))
