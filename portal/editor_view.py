@@ -539,11 +539,14 @@ def validation(ed: Editor, need: Problem | None = None, settings: Settings | Non
         fit, why = resource_view.check(ed, settings) if settings is not None else (None, "")
         if fit is not None and not fit.fits:
             resource_view.show(ed, fit, facts)
+            if why:
+                st.caption(why)
             return
         st.success((f"Valid: {facts}" if facts else "Valid.") + (f" Fits {fit.where.replace(' has ', ', which has ')}."
                                                                  if fit is not None else ""))
         if why:
-            st.caption(f"Resources not checked against {settings.scheduler if settings else 'the scheduler'}: {why}")
+            st.caption(why if fit is not None else f"Resources not checked against "
+                       f"{settings.scheduler if settings else 'the scheduler'}: {why}")
         return
     lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:

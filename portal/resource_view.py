@@ -27,21 +27,24 @@ def _offer(home: str, scheduler: str) -> tuple[Any, Any, str]:
     try:
         executors = Executors(home)
         util = utilisation_for(scheduler, executors)
-        accounting = accounting_for(executors) if scheduler == "slurm" else None
     except (SchedulerError, FlowTrainError, OSError) as err:
         return None, None, str(err)
+    try:
+        accounting = accounting_for(executors) if scheduler == "slurm" else None
+    except (SchedulerError, FlowTrainError, OSError) as err:  # the partitions are checked all the same
+        return util, None, f"accounts and QoS not checked: {err}"
     return util, accounting, ""
 
 
 def check(ed: Editor, settings: Settings) -> tuple[ResourceCheck | None, str]:
     """The training layer's resources checked against the user's scheduler, or why they cannot be."""
     util, accounting, why = _offer(str(settings.home), settings.scheduler)
-    if why:
+    if util is None:
         return None, why
     training = ed.doc.get("training") or {}
     if settings.scheduler == "local":
-        return check_local(training, util["local"]), ""
-    return check_slurm(training, util, accounting), ""
+        return check_local(training, util["local"]), why
+    return check_slurm(training, util, accounting), why
 
 
 def _fit(ed: Editor, fitted: dict[str, Any]) -> None:

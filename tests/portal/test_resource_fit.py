@@ -3,11 +3,14 @@ scheduler (portal/resource_fit.py), every mismatch at once, and *Fit to this mac
 
 from __future__ import annotations
 
+import pytest
+
 from core import zoo
 from portal.resource_fit import check_local, check_slurm
 from schedulers.slurm.parsing import PartitionLimits
 from schedulers.utilisation import NodeUtilisation, _summarise
 from tests.portal.conftest import as_the_browser, editor, form, messages
+from tests.slurm_fixture import DevCluster, slurm_cluster  # noqa: F401  (fixture)
 
 
 def _partition(name: str, cpus: int, gpus: int, memory_mb: int = 8192, nodes: int = 1,
@@ -77,3 +80,21 @@ def test_fit_to_this_machine_makes_the_pipeline_valid_and_runnable(app):
     assert form(at, "number_input", "training.resources.nodes").value == 1
     at.switch_page("pages/runs.py").run()
     assert [b for b in at.button if b.key == "runs.submit"], "the fitted pipeline can be submitted"
+
+
+@pytest.mark.slurm
+def test_on_slurm_the_partition_asked_for_is_checked_before_submit(app, slurm_cluster: DevCluster,  # noqa: F811
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FLOWTRAIN_SCHEDULER", "slurm")
+    at = app()
+    as_the_browser(at, lambda: at.selectbox(key="toolbar.template").set_value("mnist_cnn"))
+    as_the_browser(at, at.button(key="toolbar.load").click)
+    assert any(m.startswith("Valid:") and "Fits Slurm" in m for m in messages(at))
+    as_the_browser(at, lambda: form(at, "text_input", "training.resources.partition").set_value("nosuch"))
+    [warning] = [w.value for w in at.warning if w.value.startswith("Valid, but Slurm partition nosuch")]
+    assert "this cluster has no such partition" in warning and "cpu, gpu" in warning
+    assert not [b for b in at.button if b.key == "editor.fit_resources"]  # no machine to fit on Slurm
+    as_the_browser(at, lambda: form(at, "text_input", "training.resources.partition").set_value(""))
+    as_the_browser(at, lambda: form(at, "number_input", "training.resources.gpus_per_node").set_value(64))
+    [warning] = [w.value for w in at.warning if w.value.startswith("Valid, but Slurm")]
+    assert "partition cpu: no usable node" in warning and "partition gpu: no usable node" in warning
