@@ -137,6 +137,9 @@ def test_submit_runs_the_pipeline_with_the_local_executor(app, portal_env):
     assert_no_exception(at)
     again = next(r for r in registry.list_runs() if r.id != run.id)
     assert again.spec_hash == run.spec_hash and at.selectbox(key="runs.selected").value == again.id
+    # the message names the newest submission, not the first one
+    assert any(m.value.startswith(f"Submitted run {again.id}:") for m in at.success)
+    assert not any(m.value.startswith(f"Submitted run {run.id}:") for m in at.success)
     at.button(key="runs.cancel").click().run()
     at.button(key="runs.cancel_yes").click().run()  # asked first
 
