@@ -5,7 +5,7 @@ import os
 import streamlit as st
 
 from core.errors import FlowTrainError
-from portal import auth, session
+from portal import auth, drafts_view, session
 
 # Run directories, the registry and every file the portal writes are its users' private state.
 os.umask(0o077)
@@ -26,4 +26,6 @@ pages = [
     st.Page("pages/cluster.py", title="Cluster", icon=":material/dns:"),
     st.Page("pages/runs.py", title="Runs", icon=":material/monitoring:"),
 ]
+drafts_view.open_session(settings, user)  # a new session goes on with the user's last draft
 st.navigation(pages).run()
+drafts_view.autosave(session.editor(), settings, user)  # what this run changed (the editor page saves callbacks' edits)

@@ -12,7 +12,14 @@ Readable: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_
 smallest zoom keeps that font at 10.5 px on screen, so fitting a big graph stops there (the view
 then shows its middle; the minimap, shown from ``MINIMAP_FROM`` nodes, finds the rest). Only the side
 form edits a node: the component's own node menu ("Edit Node" wrote raw Markdown into the node and
-bypassed every check) is off; the edge menu stays for deleting an edge.
+bypassed every check) is off.
+
+The canvas and the model never disagree: every change the component reports (a connection drawn, a
+drag, a click) goes through :meth:`Editor.apply_canvas_value`. The component's keyboard delete
+(Backspace) removes a selected node or edge in the browser *without telling Python*, so the next
+Python-side update put it back; nodes and edges are therefore sent ``deletable=False``, which switches
+keyboard deletion off, and the edge menu (whose one useful item, Delete Edge, needs a deletable edge) is
+off too. Deleting goes through the side form: *Delete node*, and ✕ beside a connection.
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ import streamlit as st
 from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
 from streamlit_flow.layouts import LayeredLayout, ManualLayout
 
-from portal.editor_blocks import is_port
 from portal.editor_state import Editor
 from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
@@ -44,14 +50,15 @@ def _flow_state(ed: Editor) -> StreamlitFlowState:
             # not "label": the component replaces the node's (escaped) text with data["label"], raw
             data={k: v for k, v in n["data"].items() if k != "label"},
             # a block's input port is its interface: kept on the canvas (portal/editor_blocks.py)
-            node_type=n.get("type", "default"), selectable=True, connectable=True, deletable=not is_port(n),
+            # not deletable: the component's keyboard delete would remove it in the browser only (see above)
+            node_type=n.get("type", "default"), selectable=True, connectable=True, deletable=False,
             style=dict(n["style"]),
         )
         for n in nodes
     ]
     flow_edges = [
         StreamlitFlowEdge(id=e["id"], source=e["source"], target=e["target"], edge_type="smoothstep",
-                          deletable=True, focusable=True, marker_end={"type": "arrowclosed"})
+                          deletable=False, focusable=True, marker_end={"type": "arrowclosed"})
         for e in edges
     ]
     return StreamlitFlowState(nodes=flow_nodes, edges=flow_edges, selected_id=ed.selected, timestamp=ed.canvas_ts)
@@ -67,5 +74,5 @@ def draw(ed: Editor) -> None:
         ed.canvas_key, state, height=CANVAS_HEIGHT, fit_view=ed.canvas_fit, show_controls=True,
         show_minimap=len(state.nodes) >= MINIMAP_FROM, allow_new_edges=True, layout=layout, get_node_on_click=True,
         get_edge_on_click=False, min_zoom=MIN_ZOOM, enable_pane_menu=False, enable_node_menu=False,
-        enable_edge_menu=True, hide_watermark=True,
+        enable_edge_menu=False, hide_watermark=True,
     )

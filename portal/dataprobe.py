@@ -191,7 +191,9 @@ def _probe_csv(path: Path, target: str) -> ProbeResult:
     features = sum(1 for j, ok in enumerate(numeric) if ok and j != t)
     classes = _classes(labels) if t is not None else None
     rows_text = f"{size:,} rows" if complete else f"about {size:,} rows (estimated from the first {rows:,})"
-    return ProbeResult("csv", size, (features,), classes, header,
+    # no numeric feature (a text table): its samples get their shape from the preprocessing (tokenize),
+    # and a sample shape of (0,) recorded in the data layer made the pipeline invalid (data.sample_shape[0])
+    return ProbeResult("csv", size, (features,) if features else None, classes, header,
                        _detail("csv", rows_text, len(header), features, _classes_text(classes, complete, within),
                                target if t is not None else None),
                        warnings, size_exact=complete, classes_exact=complete)
@@ -231,7 +233,7 @@ def _probe_parquet(path: Path, target: str) -> ProbeResult:
     except pa.ArrowException as exc:
         raise ProbeError(f"{path}: cannot read it as Parquet ({exc})") from exc
     within = "" if complete else f" in the first row group ({read:,} rows)"
-    return ProbeResult("parquet", rows, (len(numeric),), classes, names,
+    return ProbeResult("parquet", rows, (len(numeric),) if numeric else None, classes, names,
                        _detail("parquet", f"{rows:,} rows", len(names), len(numeric),
                                _classes_text(classes, complete, within), target if target in names else None),
                        classes_exact=complete)

@@ -118,6 +118,7 @@ class Editor(BlockEdits):
     doc: dict[str, Any] = field(default_factory=dict)
     rev: int = 0
     history: list[str] = field(default_factory=list)
+    future: list[str] = field(default_factory=list)  # what undo took back, newest last: redo brings it again
     canvas_version: int = 0
     canvas_ts: int = 0
     canvas_fit: bool = True  # fit the view when this canvas version mounts (a new document, a layout)
@@ -162,10 +163,13 @@ class Editor(BlockEdits):
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _snapshot(self) -> None:
-        self.history.append(json.dumps(self.doc))
+    def _snapshot(self, before: str | None = None) -> None:
+        """Remember the document before an edit (``before``: as it was, already serialised); a new edit
+        ends what redo could bring back."""
+        self.history.append(before if before is not None else json.dumps(self.doc))
         if len(self.history) > HISTORY_LIMIT:
             del self.history[0]
+        self.future.clear()
 
     def _changed(self, canvas: bool = True) -> None:
         """After an edit: new revision; ``canvas`` when the browser must be told (Python-side edit)."""
@@ -398,6 +402,8 @@ class Editor(BlockEdits):
             return
         self._snapshot()
         target[path[-1]] = value
+        name = f"{section}.{'.'.join(path)}"  # a note on a value refused there is about a value now gone
+        self.field_errors = {k: v for k, v in self.field_errors.items() if k != name and not k.startswith(name + ".")}
         self._changed(canvas=False)
 
     def set_list(self, which: Literal["preprocessing", "augmentation"], steps: list[dict[str, Any]]) -> None:
@@ -422,14 +428,29 @@ class Editor(BlockEdits):
         if not self.history:
             self.notice("info", "Nothing to undo.", "toolbar", topic="undo")
             return False
-        self.doc = json.loads(self.history.pop())
+        self.future.append(json.dumps(self.doc))
+        self._show(json.loads(self.history.pop()))
+        return True
+
+    def redo(self) -> bool:
+        """Bring back what the last undo took back (until a new edit is made)."""
+        if not self.future:
+            self.notice("info", "Nothing to redo.", "toolbar", topic="undo")
+            return False
+        self.history.append(json.dumps(self.doc))
+        self._show(json.loads(self.future.pop()))
+        return True
+
+    def _show(self, doc: dict[str, Any]) -> None:
+        """Show ``doc`` (from the history) as the document, with new forms and a remounted canvas."""
+        self.doc = doc
+        self.field_errors = {}  # about values of the document that is gone
         self._forget_gone_blocks()
         if not self.has_node(self.selected):
             self.selected = None
         self.refresh_forms()
         self._changed(canvas=False)
         self._remount()
-        return True
 
     def replace_doc(self, doc: dict[str, Any]) -> None:
         """A new document (template, import, a run's spec, a blank one): the forms become views of it."""
@@ -442,6 +463,11 @@ class Editor(BlockEdits):
         self.refresh_forms()
         self._changed(canvas=False)
         self._remount()
+
+    def open_document(self, doc: dict[str, Any], history: list[str], future: list[str]) -> None:
+        """Show a saved draft: its document, with its own undo and redo history."""
+        self.replace_doc(doc)
+        self.history, self.future = list(history), list(future)
 
     def load_spec(self, spec: PipelineSpec) -> None:
         """Replace the document with a spec (template or import); missing positions are laid out."""
@@ -542,9 +568,7 @@ class Editor(BlockEdits):
                     python_fix = True
 
         if structural:
-            self.history.append(before)
-            if len(self.history) > HISTORY_LIMIT:
-                del self.history[0]
+            self._snapshot(before)
             self.rev += 1
         shows = {n["id"]: (n.get("data") or {}).get("content") for n in raw_nodes}
         if any(shows.get(i, c) != c for i, c in self._sent_contents.items()) or \

@@ -12,17 +12,28 @@ from typing import Any, Literal
 import streamlit as st
 
 from core import datasets, zoo
-from core.errors import FlowTrainError, Problem, SpecError
+from core.errors import FlowTrainError, Problem
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
-from portal import blocks_view, canvas, data_needs, dataprobe, example_data_view, limits, users
+from portal import (
+    blocks_view,
+    canvas,
+    data_needs,
+    dataprobe,
+    drafts_view,
+    example_data_view,
+    limits,
+    resource_view,
+    users,
+)
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_blocks import bound_to, is_port, use_params
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
 from portal.onnx_upload import import_onnx_upload
 from portal.session import reset_widgets
+from portal.spec_export import export_document, strip_problems
 from schedulers.accounting import Accounting
 from schedulers.base import SchedulerError
 from schedulers.launch import Executors, accounting_for
@@ -48,6 +59,11 @@ def _after_replace(ed: Editor) -> None:
     reset_widgets("editor.")
 
 
+def _forget_template_choice() -> None:
+    """The picker shows no template once the pipeline is not the template any more (a new one, an import)."""
+    reset_widgets("toolbar.template")
+
+
 # --------------------------------------------------------------------------- toolbar
 
 
@@ -68,13 +84,15 @@ def import_spec(ed: Editor, name: str, size: int, read: Callable[[], bytes], set
         ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; a pipeline spec may have at "
                            f"most {limits.MAX_UPLOAD_MB} MB.", "toolbar", topic=DOCUMENT_TOPIC)
         return False
+    text, listed = strip_problems(read())  # a file exported while invalid lists its problems
     try:
-        spec = pin_source(spec_from_json(read(), source=name), user, settings)
+        spec = pin_source(spec_from_json(text, source=name), user, settings)
     except FlowTrainError as err:
         ed.notice("error", f"Could not import {name}: {err}", "toolbar", topic=DOCUMENT_TOPIC)
         return False
     ed.load_spec(spec)
-    ed.notice("success", f"Imported {name}.", "toolbar", topic=DOCUMENT_TOPIC)
+    ed.notice("success", f"Imported {name}." + (f" (It was exported with {listed} problem(s); the editor checks it "
+                                                 "again below.)" if listed else ""), "toolbar", topic=DOCUMENT_TOPIC)
     return True
 
 
@@ -85,6 +103,7 @@ def _import(ed: Editor, key: str, settings: Settings, user: str) -> None:
     ed.imports += 1  # the next import gets an empty uploader: the same file again is a new import
     if import_spec(ed, upload.name, upload.size, upload.getvalue, settings, user):
         _after_replace(ed)
+        _forget_template_choice()
 
 
 def _import_onnx(ed: Editor, settings: Settings, user: str) -> None:
@@ -94,6 +113,7 @@ def _import_onnx(ed: Editor, settings: Settings, user: str) -> None:
     ed.imports += 1  # a new, empty uploader after each import (the same file again is a new import)
     if import_onnx_upload(ed, upload.name, upload.size, upload.getvalue, settings, user):
         _after_replace(ed)
+        _forget_template_choice()
 
 
 def _undo(ed: Editor) -> None:
@@ -101,13 +121,19 @@ def _undo(ed: Editor) -> None:
         _after_replace(ed)
 
 
+def _redo(ed: Editor) -> None:
+    if ed.redo():
+        _after_replace(ed)
+
+
 def _new(ed: Editor) -> None:
     ed.replace_doc(Editor.blank_doc())
     _after_replace(ed)
+    _forget_template_choice()
 
 
 def toolbar(ed: Editor, settings: Settings, user: str) -> None:
-    c1, c2, c3, c4 = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
+    c1, c2, c3, c4, c5 = st.columns([3, 3, 2, 1, 1], vertical_alignment="bottom")
     with c1:
         field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
     with c2:
@@ -121,6 +147,9 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     with c4:
         st.button("↶ Undo", key="toolbar.undo", on_click=_undo, args=(ed,), disabled=not ed.history,
                   help="Undo the last change to the pipeline.")
+    with c5:
+        st.button("↷ Redo", key="toolbar.redo", on_click=_redo, args=(ed,), disabled=not ed.future,
+                  help="Make again the change the last undo took back.")
     chosen = st.session_state.get("toolbar.template")
     if chosen:
         st.caption(template_note(chosen))
@@ -129,15 +158,14 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
         st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
                          args=(ed, ed.upload_key, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
     with c2:
-        try:
-            text = ed.spec_json()
-        except SpecError:
-            text = None
-        st.download_button("Export spec (JSON)", data=text or "", file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
-                           mime="application/json", key="toolbar.export", disabled=text is None,
-                           help=None if text else "Fix the problems listed under the graph first.")
+        text, problems = export_document(ed)
+        st.download_button("Export spec (JSON)", data=text, file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
+                           mime="application/json", key="toolbar.export",
+                           help=f"Exported with its {len(problems)} problem(s) listed at the top of the file "
+                                "(they are under the graph too)." if problems else "The spec, as the command line reads it.")
     with c3:
-        st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,))
+        st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,),
+              help="A blank pipeline in this draft (undo brings this one back); 'New draft' keeps it as a draft.")
     st.file_uploader("Import ONNX (a published model and its weights)", type=["onnx"],
                      key=f"toolbar.onnx.{ed.imports}", on_change=_import_onnx, args=(ed, settings, user),
                      max_upload_size=limits.MAX_ONNX_UPLOAD_MB,
@@ -159,12 +187,13 @@ def template_note(name: str) -> str:
 
 
 GUIDE = """\
-1. **Start** from a template above (those on built-in data run as shipped; the others say what data
+1. **Start** from a template (the picker below) (those on built-in data run as shipped; the others say what data
    they need, and can generate small example data) or from the blank pipeline (an Input and an Output).
 2. **Data layer**: a built-in dataset, or a file or folder under your data roots (*File under my
    data roots*); its format, size and sample shape are detected.
 3. **Graph layer**: add layers from the palette on the left, then drag from a node's bottom handle
-   to another node's top handle to connect them. Click a node to edit it in the form on the right.
+   to another node's top handle to connect them. Click a node to edit it in the form on the right,
+   where **Delete node** deletes it and ✕ beside an input removes that connection.
    Every node shows its output shape; a problem marks the node red and is listed under the canvas.
    A composite block (▣, e.g. a ResNet basic block) is one node: **Open block** edits it, and so
    every use of it; **← Back to pipeline** returns.
@@ -426,8 +455,9 @@ def side_form(ed: Editor) -> None:
                  key=key, on_change=_select, args=(ed, key), placeholder="click a node…")
     if ed.selected is None:
         st.caption("Click a node on the canvas (or choose it above) to edit its parameters. Connect nodes by "
-                   "dragging from the bottom handle of one to the top handle of another; right-click a node "
-                   "or an edge to delete it.")
+                   "dragging from the bottom handle of one to the top handle of another. To delete a node, select "
+                   "it and press **Delete node** at the end of this form; to remove a connection, press ✕ beside "
+                   "it under **Inputs** of the node it feeds.")
         return
     node_id = ed.selected
     node = ed.node(node_id)
@@ -494,8 +524,9 @@ def _layout(ed: Editor) -> None:
     ed.layout()
 
 
-def validation(ed: Editor, need: Problem | None = None) -> None:
-    """"Valid" means runnable: the graph checks out and the data layer names data the user has."""
+def validation(ed: Editor, need: Problem | None = None, settings: Settings | None = None) -> None:
+    """"Valid" means runnable where it will run: the graph checks out, the data layer names data the user
+    has, and the training layer's resources fit the scheduler the user submits to."""
     problems = ed.problems()
     analysis = ed.analysis()
     if not problems and analysis is not None:
@@ -505,7 +536,17 @@ def validation(ed: Editor, need: Problem | None = None) -> None:
             st.warning(f"Not runnable yet: the data layer needs your data (see [the data layer](#data-layer)). "
                        f"The graph is valid: {facts}.", icon=":material/folder_off:")
             return
-        st.success(f"Valid: {facts}" if facts else "Valid.")
+        fit, why = resource_view.check(ed, settings) if settings is not None else (None, "")
+        if fit is not None and not fit.fits:
+            resource_view.show(ed, fit, facts)
+            if why:
+                st.caption(why)
+            return
+        st.success((f"Valid: {facts}" if facts else "Valid.") + (f" Fits {fit.where.replace(' has ', ', which has ')}."
+                                                                 if fit is not None else ""))
+        if why:
+            st.caption(why if fit is not None else f"Resources not checked against "
+                       f"{settings.scheduler if settings else 'the scheduler'}: {why}")
         return
     lines = [f"- {_problem_text(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
@@ -518,7 +559,7 @@ def _problem_text(p: Problem) -> str:
     return text.replace("`", "'")
 
 
-def graph_layer(ed: Editor, need: Problem | None = None) -> None:
+def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | None = None) -> None:
     st.subheader("2 · Graph layer", anchor="graph-layer")
     left, mid, right = st.columns([1.3, 5, 2.2])
     with left:
@@ -534,7 +575,7 @@ def graph_layer(ed: Editor, need: Problem | None = None) -> None:
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
         canvas.draw(ed)
-        validation(ed, need)
+        validation(ed, need, settings)
 
 
 # --------------------------------------------------------------------------- training layer
@@ -630,15 +671,18 @@ def training_layer(ed: Editor, settings: Settings) -> None:
 
 def page(ed: Editor, settings: Settings, user: str) -> None:
     """The whole editor page, in the patent's order: data, graph, training."""
+    drafts_view.open_session(settings, user)  # app.py opened it (this covers a page run on its own)
     canvas.read_event(ed)
+    drafts_view.autosave(ed, settings, user)  # the callbacks' and the canvas's edits of this run
     st.title("Pipeline editor")
+    drafts_view.drafts_bar(ed, settings, user)
     first_run_guide(ed)
     toolbar(ed, settings, user)
     need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
     st.divider()
     data_layer(ed, settings, user, need)
     st.divider()
-    graph_layer(ed, need)
+    graph_layer(ed, need, settings)
     st.divider()
     training_layer(ed, settings)
 

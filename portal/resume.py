@@ -15,13 +15,15 @@ Which files make a checkpoint, and which one marks it complete, is read from the
 from __future__ import annotations
 
 import ast
+import json
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 CHECKPOINTS = "checkpoints"
+RESUMED_FROM = "resumed_from.json"  # in a resumed run's folder: the run and step it went on from
 
 
 @dataclass(frozen=True)
@@ -67,23 +69,50 @@ def last_checkpoint(run_dir: Path) -> Checkpoint | None:
     return None
 
 
-def seed(run_dir: Path, checkpoint: Checkpoint) -> None:
-    """Copy the checkpoint into ``run_dir/checkpoints``, the marker file last (as the program writes it)."""
+def seed(run_dir: Path, checkpoint: Checkpoint, parent: str | None = None) -> None:
+    """Copy the checkpoint into ``run_dir/checkpoints``, the marker file last (as the program writes it),
+    and note which run (``parent``) it came from in ``run_dir/resumed_from.json``."""
     target = run_dir / CHECKPOINTS
     target.mkdir(parents=True, exist_ok=True)
     for f in checkpoint.files:
         shutil.copy2(f, target / f.name)
+    if parent is not None:
+        (run_dir / RESUMED_FROM).write_text(json.dumps({"run": parent, "step": checkpoint.step}), encoding="utf-8")
+
+
+def resumed_from(run_dir: Path) -> tuple[str, int] | None:
+    """(parent run id, step) of a run resumed from another one's checkpoint; None for any other run."""
+    try:
+        doc = json.loads((Path(run_dir) / RESUMED_FROM).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("run"), str) or not isinstance(doc.get("step"), int):
+        return None
+    return doc["run"], doc["step"]
+
+
+def lineage(run: Any, runs: Sequence[Any]) -> str:
+    """The run's parent (the run it resumed) and children (the runs that resumed it), in words; "" when none."""
+    parts = []
+    parent = resumed_from(run.run_dir)
+    if parent is not None:
+        parts.append(f"Resumed from run {parent[0]} at step {parent[1]:,}")
+    children = [r.id for r in runs if r.id != run.id and (resumed_from(r.run_dir) or ("",))[0] == run.id]
+    if children:
+        parts.append(("resumed" if parts else "Resumed") + f" as run {', '.join(children)}")
+    return "; ".join(parts) + ("." if parts else "")
 
 
 class _SeedingExecutor:
     """An executor that puts the checkpoint into a job's run folder before submitting the job."""
 
-    def __init__(self, inner: Any, checkpoint: Checkpoint) -> None:
+    def __init__(self, inner: Any, checkpoint: Checkpoint, parent: str | None = None) -> None:
         self._inner = inner
         self._checkpoint = checkpoint
+        self._parent = parent
 
     def submit(self, request: Any) -> str:
-        seed(Path(request.run_dir), self._checkpoint)
+        seed(Path(request.run_dir), self._checkpoint, self._parent)
         return self._inner.submit(request)
 
     def __getattr__(self, name: str) -> Any:
@@ -92,15 +121,17 @@ class _SeedingExecutor:
 
 class SeedingExecutors(Mapping[str, Any]):
     """``executors`` (a :class:`schedulers.launch.Executors`), except that a job submitted through an
-    executor from :meth:`make` (what ``submit_run`` uses) starts with ``checkpoint`` in its folder."""
+    executor from :meth:`make` (what ``submit_run`` uses) starts with ``checkpoint`` in its folder, and
+    names ``parent`` (the run resumed) there."""
 
-    def __init__(self, executors: Any, checkpoint: Checkpoint) -> None:
+    def __init__(self, executors: Any, checkpoint: Checkpoint, parent: str | None = None) -> None:
         self._executors = executors
         self.checkpoint = checkpoint
+        self.parent = parent
         self.home = executors.home
 
     def make(self, scheduler: str, python: str | None = None) -> Any:
-        return _SeedingExecutor(self._executors.make(scheduler, python=python), self.checkpoint)
+        return _SeedingExecutor(self._executors.make(scheduler, python=python), self.checkpoint, self.parent)
 
     def __getitem__(self, scheduler: str) -> Any:
         return self._executors[scheduler]

@@ -23,13 +23,14 @@ from core.frameworks import FRAMEWORKS
 from portal import data_needs, limits, sweeps_view, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
-from portal.resume import SeedingExecutors, last_checkpoint
+from portal.resume import SeedingExecutors, last_checkpoint, lineage
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.runs import Run, RunNotFound, RunRegistry
 from settings import Settings
 
 REFRESH_S = 2.0
+CONFIRM_CANCEL = "runs.confirm_cancel"  # the run whose Cancel was pressed, until confirmed or kept
 MAX_LISTED = 500
 STATE_ICONS = {"PENDING": ":material/hourglass_empty:", "RUNNING": ":material/directions_run:",
                "COMPLETED": ":material/check_circle:", "FAILED": ":material/error:",
@@ -146,13 +147,15 @@ def _chart(rows: list[dict[str, Any]], metric: str, color: str = "series") -> No
         return
     st.markdown(f"**{metric.capitalize()}**")
     chart = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("step:Q", title="step"), y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+        x=alt.X("step:Q", title="step", axis=alt.Axis(format="~d", tickMinStep=1)),
+        y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
         color=alt.Color(f"{color}:N", title=None), tooltip=[color, "step", "epoch", "value"],
     ).properties(height=260)
     st.altair_chart(chart, width="stretch")
 
 
 def _cancel(registry: RunRegistry, executors: Any, run_id: str, user: str) -> None:
+    st.session_state.pop(CONFIRM_CANCEL, None)
     try:
         registry.cancel(run_id, executors, user)
         st.session_state["runs.notice"] = ("info", f"Cancel requested for run {run_id}.")
@@ -321,6 +324,7 @@ def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry
     new = _do_submit(spec, settings, user, spec_of.framework, registry, executors)
     if new is not None:
         st.session_state["runs.pending_select"] = new.id
+        st.session_state["runs.submitted"] = f"Submitted run {new.id}: {new.framework} on {new.scheduler}."
         st.rerun()
 
 
@@ -336,11 +340,14 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
     final = run.is_final
     live = st.fragment(run_every=None if final else REFRESH_S)(_live)
     live(registry, executors, run_id, user, final)
+    family = lineage(run, runs)  # a resumed run and the run it went on from name each other
+    if family:
+        st.caption(family)
     # a stopped run with a checkpoint can go on from it (see portal/resume.py)
     ckpt = last_checkpoint(run.run_dir) if final and run.state != RunState.COMPLETED else None
     a, b, d, c, _ = st.columns([1, 1, 1.4, 1, 1.6])
-    a.button("Cancel run", key="runs.cancel", disabled=final, on_click=_cancel,
-             args=(registry, executors, run_id, user))
+    a.button("Cancel run", key="runs.cancel", disabled=final, on_click=st.session_state.__setitem__,
+             args=(CONFIRM_CANCEL, run_id))
     if b.button("Resubmit", key="runs.resubmit",
                 help="A new run of the same pipeline and framework, in a new run folder: it starts from epoch 1."):
         _resubmit(registry.get(run_id, user), settings, user, registry, executors)
@@ -348,8 +355,14 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
             f"Resume from step {ckpt.step:,}", key="runs.resume",
             help=f"A new run of the same pipeline and framework that starts from this run's last checkpoint (step "
                  f"{ckpt.step:,}, copied into the new run's folder); its curves begin there."):
-        _resubmit(registry.get(run_id, user), settings, user, registry, SeedingExecutors(executors, ckpt))
+        _resubmit(registry.get(run_id, user), settings, user, registry, SeedingExecutors(executors, ckpt, run_id))
     c.button("Open in editor", key="runs.open", on_click=_open_in_editor, args=(ed, registry.get(run_id, user)))
+    if st.session_state.get(CONFIRM_CANCEL) == run_id and not final:
+        st.warning(f"Cancel run {run_id}? Its job is stopped; the files it wrote so far stay.")
+        x, y, _ = st.columns([1, 1, 3])
+        x.button("Yes, cancel it", key="runs.cancel_yes", type="primary", on_click=_cancel,
+                 args=(registry, executors, run_id, user))
+        y.button("Keep it running", key="runs.cancel_no", on_click=st.session_state.pop, args=(CONFIRM_CANCEL, None))
     st.markdown("#### Artifacts")
     artifacts_section(registry, registry.get(run_id, user))
 

@@ -8,6 +8,8 @@ from portal.editor_state import Editor
 from settings import Settings, load_settings
 
 EDITOR_KEY = "portal.editor"
+EDITOR_OWNER_KEY = "portal.editor_owner"  # the user the editor belongs to
+DRAFT_KEY = "portal.draft"  # the draft the editor is saved to (portal/drafts_view.py)
 USER_KEY = "portal.user"
 SIGNED_IN_KEY = "portal.signed_in_at"  # time.time() of a local sign-in (sessions expire)
 
@@ -20,8 +22,13 @@ def settings() -> Settings:
 
 
 def editor() -> Editor:
-    if EDITOR_KEY not in st.session_state:
+    """This session's editor. Another user signed in in the same browser session (local logins) gets a
+    new one: nothing of the last user's document, history, notices or draft stays."""
+    user = st.session_state.get(USER_KEY)
+    if EDITOR_KEY not in st.session_state or st.session_state.get(EDITOR_OWNER_KEY) != user:
         st.session_state[EDITOR_KEY] = Editor()
+        st.session_state[EDITOR_OWNER_KEY] = user
+        st.session_state.pop(DRAFT_KEY, None)
     return st.session_state[EDITOR_KEY]
 
 

@@ -112,10 +112,16 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
     # 1,000 JPEGs of 224×224 take seconds, more on a busy machine: the click's run may take longer
     act(page, page.get_by_role("button", name=re.compile(r"Generate example data$")).click, timeout=180_000)
     wait_text(page, re.compile(r"^Generated example data: 1,000 JPEG images in 1000 class folders"))
-    wait_text(page, re.compile(r"^Valid: "))
     wait_gone(page, re.compile(r"^Needs your data\."))
     assert len(list((portal.data / "imagenet" / "train").glob("class*/*.jpg"))) == 1000
+    # valid, but vgg16 asks for 2 nodes × 4 GPUs × 8 CPUs: the local scheduler cannot run that, and says so
+    # in the open, every resource at once, with one click to fit the training layer to this machine
+    wait_text(page, re.compile(r"^Valid, but local has \d+ CPUs?, .*resource problem"))
     shot(page, ARTIFACTS, "11b-vgg16-example-data")
+    click_button(page, "Fit to this machine")
+    wait_text(page, re.compile(r"^Valid: .* Fits local"))
+    assert page.get_by_role("spinbutton", name="Nodes", exact=True).input_value() == "1"
+    shot(page, ARTIFACTS, "11c-vgg16-fitted")
     context.close()
 
 

@@ -293,3 +293,16 @@ def test_notices_stay_until_dismissed_replaced_or_acted_on():
     assert ed.field_errors and version > 0
     ed.replace_doc(Editor.blank_doc())  # a new document: the messages about the old one go
     assert ed.notices_in() == [] and ed.field_errors == {} and ed.form_version > version
+
+
+def test_redo_brings_back_what_undo_took_and_a_new_edit_ends_it():
+    ed = Editor()
+    relu = ed.add_node("ReLU")
+    ed.connect("input", relu)
+    ed.undo()
+    assert ed.edges == [] and ed.future
+    assert ed.redo() and [(e["source"], e["target"]) for e in ed.edges] == [("input", relu)]
+    assert not ed.future and not ed.redo()
+    ed.undo()
+    ed.set_field("training", ("epochs",), 3)  # a new edit: what was undone cannot come back
+    assert ed.future == [] and ed.edges == []

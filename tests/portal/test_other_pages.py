@@ -87,6 +87,7 @@ def test_cancel_only_reaches_my_own_runs(app, portal_env):
     at = app("pages/runs.py")
     at.selectbox(key="runs.selected").set_value(pending.id).run()
     at.button(key="runs.cancel").click().run()
+    at.button(key="runs.cancel_yes").click().run()  # asked first
     assert_no_exception(at)
     assert registry.get(pending.id).state == RunState.CANCELLED
     other = _fake_run(registry, "someone-else", "other", RunState.PENDING)
@@ -136,7 +137,11 @@ def test_submit_runs_the_pipeline_with_the_local_executor(app, portal_env):
     assert_no_exception(at)
     again = next(r for r in registry.list_runs() if r.id != run.id)
     assert again.spec_hash == run.spec_hash and at.selectbox(key="runs.selected").value == again.id
+    # the message names the newest submission, not the first one
+    assert any(m.value.startswith(f"Submitted run {again.id}:") for m in at.success)
+    assert not any(m.value.startswith(f"Submitted run {run.id}:") for m in at.success)
     at.button(key="runs.cancel").click().run()
+    at.button(key="runs.cancel_yes").click().run()  # asked first
 
     def cancelled():
         at.run()  # the page reconciles the user's runs with the executor

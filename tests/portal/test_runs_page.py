@@ -120,6 +120,11 @@ def test_my_cancel_is_my_action_and_the_message_stays(app, registry):
     at = app("pages/runs.py")
     at.selectbox(key="runs.selected").set_value(pending.id).run()
     at.button(key="runs.cancel").click().run()
+    assert any(w.value.startswith(f"Cancel run {pending.id}?") for w in at.warning)  # asked first
+    at.button(key="runs.cancel_no").click().run()
+    assert registry.get(pending.id).state == RunState.PENDING and not [b for b in at.button if b.key == "runs.cancel_yes"]
+    at.button(key="runs.cancel").click().run()
+    at.button(key="runs.cancel_yes").click().run()
     assert_no_exception(at)
     assert registry.get(pending.id).state == RunState.CANCELLED
     assert any(i.value.startswith("Cancelled at your request") for i in at.info)
@@ -192,6 +197,7 @@ def test_a_resumed_run_starts_from_the_stopped_runs_checkpoint(app, registry):
     wait_until(lambda: last_checkpoint(first.run_dir) is not None, timeout=300, interval=0.5,
                message=lambda: f"a checkpoint of {first.id}: {registry.log_tail(first.id)}")
     at.button(key="runs.cancel").click().run()
+    at.button(key="runs.cancel_yes").click().run()  # asked first
 
     def stopped() -> bool:
         at.run()
@@ -212,3 +218,4 @@ def test_a_resumed_run_starts_from_the_stopped_runs_checkpoint(app, registry):
     start = next(m for m in registry.metrics(resumed.id) if m.get("event") == "start")
     assert start["resumed_from_step"] == ckpt.step
     at.button(key="runs.cancel").click().run()
+    at.button(key="runs.cancel_yes").click().run()  # asked first
