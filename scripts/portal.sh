@@ -10,4 +10,5 @@ umask 077  # run directories, the registry and logs are private to the portal's 
 ADDRESS=${FLOWTRAIN_ADDRESS:-$(.venv/bin/python -c 'import settings; print(settings.load_settings().portal_address)')}
 exec .venv/bin/python -m streamlit run app.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
   --server.headless true --server.maxUploadSize 10 \
-  --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal "$@"
+  --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal \
+  --client.showErrorDetails none "$@"

@@ -83,3 +83,11 @@ def test_external_data_is_read_from_the_models_folder_only(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "fc.weights.npz") as saved:
         assert [a.tolist() for a in saved.values()] == [weight.tolist()]
+
+
+def test_a_weight_whose_data_does_not_fit_its_dims_exits_2_naming_it(tmp_path: Path) -> None:
+    model = gemm_model()
+    model.graph.initializer[0].dims[:] = [3, 4]  # 8 numbers declared as 12
+    onnx.save(model, str(tmp_path / "bad.onnx"))
+    proc = flowtrain(tmp_path, "import-onnx", "bad.onnx")
+    assert proc.returncode == 2 and "onnx.initializers[w]: cannot be read" in proc.stderr
