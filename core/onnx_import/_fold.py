@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import NodeProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from core.onnx_import._graph import Refused
@@ -164,9 +164,19 @@ FOLDABLE: dict[str, Callable[[NodeProto, Inputs], int]] = {
 }
 
 
+def _to_string(node: NodeProto, ins: Inputs) -> bool:
+    """Whether a Cast (or CastLike) makes strings: one Python object per element, beyond any byte count."""
+    if node.op_type == "CastLike":
+        return len(ins) > 1 and ins[1] is not None and np.asarray(ins[1]).dtype.kind in "OUS"
+    return any(a.name == "to" and a.i == TensorProto.STRING for a in node.attribute)
+
+
 def planned_elements(node: NodeProto, ins: Inputs, budget: FoldBudget) -> int:
     """The elements folding ``node`` computes, from its inputs' shapes and values; :class:`FoldRefused`
     when the op is not foldable or the size is over the budget."""
+    if node.op_type in ("Cast", "CastLike") and _to_string(node, ins):
+        raise FoldRefused("casts constants to strings, which are not shape or weight arithmetic",
+                          expected="a cast to a numeric type")
     if node.op_type in ("MatMul", "Gemm"):
         planned = _matmul(node, ins, budget)
     elif node.op_type in FOLDABLE:

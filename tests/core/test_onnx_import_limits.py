@@ -124,6 +124,10 @@ def test_folding_stops_when_the_models_budget_is_spent_naming_the_node() -> None
         import_onnx(model, budget=FoldBudget(max_total_bytes=40))
     [problem] = err.value.problems
     assert problem.location == "onnx.nodes[fill2]" and "at most 40 bytes" in problem.expected
+    with pytest.raises(SpecError) as err:  # no time at all: the first fold spends it
+        import_onnx(model, budget=FoldBudget(max_seconds=0))
+    [problem] = err.value.problems
+    assert problem.location == "onnx.nodes[fill0]" and "at most 0 s" in problem.expected
 
 
 def test_an_op_outside_shape_and_weight_arithmetic_is_not_folded() -> None:
@@ -132,6 +136,9 @@ def test_an_op_outside_shape_and_weight_arithmetic_is_not_folded() -> None:
         import_onnx(_model(nodes, {"a": np.ones(4, np.float32)}, opset=13))
     [problem] = err.value.problems
     assert problem.location == "onnx.nodes[outer]" and "folds only shape and weight arithmetic" in problem.message
+    nodes = [helper.make_node("Cast", ["a"], ["text"], name="words", to=TensorProto.STRING)]
+    with pytest.raises(SpecError, match=r"onnx.nodes\[words\]: Cast \(opset 13\): casts constants to strings"):
+        import_onnx(_model(nodes, {"a": np.ones(4, np.float32)}))
 
 
 def _varint(n: int) -> bytes:
