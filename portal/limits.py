@@ -8,7 +8,9 @@
   at most that many ONNX imports run in the portal at a time, whoever asks.
 - :data:`ONNX_FOLD`: what folding one uploaded model's constants may cost (the keywords of
   :class:`core.onnx_import.FoldBudget`; an upload holds at most :data:`MAX_ONNX_UPLOAD_MB` of weights, so
-  a few hundred MB of folded constants is generous; the command line's default budget is larger).
+  a few hundred MB of folded constants is generous; the command line's default budget is larger); the
+  import runs in a subprocess limited to :data:`ONNX_IMPORT_MEMORY_BYTES` of address space and
+  :data:`ONNX_IMPORT_TIMEOUT_S` seconds (:mod:`core.onnx_import.bounded`).
 - :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
   in scripts/portal.sh and ``.streamlit/config.toml``; the import checks again).
 - :data:`MAX_ONNX_UPLOAD_MB`: an ONNX model uploaded to the editor's Import ONNX (checked before it is
@@ -38,6 +40,8 @@ KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe", "exampl
               "onnx_import": "An ONNX import"}
 AT_ONCE = {"onnx_import": 2}  # kind → the most running at a time in this portal, all users together
 ONNX_FOLD = {"max_elements": 2**25, "max_total_bytes": 2**29, "max_seconds": 30.0, "max_macs": 2**31}
+ONNX_IMPORT_MEMORY_BYTES = 2 * 2**30  # the import's subprocess: its address space (RLIMIT_AS)
+ONNX_IMPORT_TIMEOUT_S = 120.0
 
 
 class Busy(FlowTrainError):

@@ -75,7 +75,7 @@ def _save_weights(weights: dict[str, np.ndarray], root: Path, stem: str, digest:
 def import_onnx_upload(ed: Editor, name: str, size: int, read: Callable[[], bytes], settings: Settings,
                        user: str) -> bool:
     """Import an uploaded ONNX model into the editor, or leave a notice saying why not."""
-    from core.onnx_import import FoldBudget, import_onnx  # onnx is imported when a model is uploaded, not with the page
+    from core.onnx_import.bounded import import_bounded  # imported when a model is uploaded, not with the page
 
     if size > limits.MAX_ONNX_UPLOAD_BYTES:
         ed.notice("error", f"Could not import {name}: it is {size / 2**20:.1f} MB; an ONNX upload may have at most "
@@ -90,7 +90,8 @@ def import_onnx_upload(ed: Editor, name: str, size: int, read: Callable[[], byte
                                  "add [data] roots to the settings file")
         raw = read()
         with limits.GATE.hold("onnx_import", user):
-            result = import_onnx(raw, name=stem, budget=FoldBudget(**limits.ONNX_FOLD))
+            result = import_bounded(raw, stem, limits.ONNX_FOLD, limits.ONNX_IMPORT_MEMORY_BYTES,
+                                    limits.ONNX_IMPORT_TIMEOUT_S)
             weights = _save_weights(result.weights, roots[0], stem, hashlib.sha256(raw).hexdigest())
         training = result.spec.training.model_copy(update={"init_weights": str(weights)})
         spec = pin_source(result.spec.model_copy(update={"training": training}), user, settings)

@@ -12,9 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from core.errors import SpecError
+from core.errors import FlowTrainError, SpecError
 from core.onnx_import import FoldBudget, import_onnx
 from core.onnx_import._load import MAX_ONNX_NODES
+from core.onnx_import.bounded import import_bounded
 from tests.onnx_models import gemm_model, with_external_weight
 
 SECRET = b"registry-password-0123456789abcdefghijklmnop"
@@ -160,3 +161,16 @@ def test_a_million_node_model_is_refused_by_its_node_count_before_it_is_parsed()
         import_onnx(raw)
     [problem] = err.value.problems
     assert problem.location == "onnx.nodes" and f"more than {MAX_ONNX_NODES:,} nodes" in problem.message
+
+
+def test_the_portals_import_runs_in_a_subprocess_bounded_in_memory_and_time() -> None:
+    """Six 128 MiB constants fit the command line's folding budget, not a 640 MiB address space."""
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], [f"c{i}"], name=f"fill{i}") for i in range(6)]
+    nodes.append(helper.make_node("Sum", [f"c{i}" for i in range(6)], ["all"], name="sum"))
+    raw = _model(nodes, {"shape": np.array([1, 2**25], np.int64)}).SerializeToString()
+    with pytest.raises(FlowTrainError, match="MemoryError|memory"):
+        import_bounded(raw, "hog", memory_bytes=640 * 2**20)
+    with pytest.raises(FlowTrainError, match="did not finish within 0.01 s"):
+        import_bounded(gemm_model().SerializeToString(), "fc", timeout=0.01)
+    result = import_bounded(gemm_model().SerializeToString(), "fc")
+    assert result.spec.name == "fc" and result.weights["fc/weight"].shape == (2, 4)
