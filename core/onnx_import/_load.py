@@ -168,7 +168,11 @@ def _tensors(graph: GraphProto, prefix: str) -> Iterator[tuple[str, TensorProto]
 
 def _read_external(label: str, tensor: TensorProto, base: Path | None) -> list[Problem]:
     """Read one tensor's external data into it, or the problem saying why not."""
-    info = external_data_helper.ExternalDataInfo(tensor)
+    try:
+        info = external_data_helper.ExternalDataInfo(tensor)
+    except ValueError as exc:  # a negative or non-numeric offset or length
+        return [Problem(label, "its external data entry is malformed", received=str(exc)[:300],
+                        expected="a location with non-negative integer offset and length")]
     received = f"location {info.location!r}"
     if base is None:
         return [Problem(label, "its data is kept in an external file, and an uploaded model is one file",

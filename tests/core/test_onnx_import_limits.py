@@ -66,6 +66,9 @@ def test_a_legitimate_external_data_model_imports_beside_its_data_file(tmp_path:
     (short / "m.onnx").write_bytes((tmp_path / "m.onnx").read_bytes())
     with pytest.raises(SpecError, match=r"onnx.initializers\[w\]: its external data"):
         import_onnx(short / "m.onnx")
+    onnx.save(with_external_weight(gemm_model(), "m.data", offset=-5), str(short / "m.onnx"))
+    with pytest.raises(SpecError, match=r"onnx.initializers\[w\]: its external data entry is malformed"):
+        import_onnx(short / "m.onnx")
 
 
 def _model(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], opset: int = 13) -> onnx.ModelProto:
