@@ -1,8 +1,11 @@
 """ONNX → pipeline spec and canonical weights (``python -m flowtrain import-onnx``, the editor's Import ONNX).
 
-The ONNX graph is walked in its (topological) order. Constants are folded on the way: initialisers,
-``Constant`` nodes, every node whose inputs are all constants (evaluated by the ``onnx`` package's
-reference implementation: shape subgraphs, weight reshapes, ``ConstantOfShape`` placeholders) and
+The model is read by :mod:`core.onnx_import._load` (external data from a model file's own folder only,
+never for bytes; the node count and control flow checked before the walk). The ONNX graph is walked in
+its (topological) order. Constants are folded on the way, within a :class:`FoldBudget`
+(:mod:`core.onnx_import._fold`): initialisers, ``Constant`` nodes, every node of shape or weight
+arithmetic whose inputs are all constants (evaluated by the ``onnx`` package's reference
+implementation: shape subgraphs, weight reshapes, ``ConstantOfShape`` placeholders) and
 ``Shape`` of a computed tensor (its shape is static: the import fixes the input's size). Every other
 node goes to the importer of its op type (one per ONNX op, in modules named like :mod:`core.ops`'s
 families), which emits catalogue nodes with their canonical weights (torch's layout: what every
