@@ -31,7 +31,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from core.allowed_env import allowed_environment
 from core.codegen import generate
 from core.errors import FlowTrainError, SpecError
 from core.mapping.base import FRAMEWORKS, unsupported_problems
@@ -162,8 +162,9 @@ def run_worker(framework: str, jobs: list[dict[str, Any]], folder: Path, timeout
     success, else what went wrong."""
     jobs_file = folder / f"jobs-{framework}.json"
     jobs_file.write_text(json.dumps(jobs))
-    # CPU float32 everywhere: a GPU's TF32 matrix products alone would exceed the tolerance.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
+    # CPU float32 everywhere: a GPU's TF32 matrix products alone would exceed the tolerance. The worker
+    # imports generated (or a run's) model.py: it gets the allow-listed environment, not the portal's.
+    env = {**allowed_environment(), "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
            "GLOG_minloglevel": "2"}
     try:
         proc = subprocess.run([python or sys.executable, "-m", "core.model_worker", "--jobs", str(jobs_file)],

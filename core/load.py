@@ -33,9 +33,21 @@ class _NonFinite(float):
     text: str
 
 
-def _non_finite(doc: Any, loc: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], float]]:
-    """(location, value) of every non-finite number in ``doc``."""
-    if isinstance(doc, float) and not math.isfinite(doc):
+MAX_INT_DIGITS = 100  # far beyond any spec value; Python converts at most 4,300 digits (a ValueError past it)
+
+
+class _HugeInt(str):
+    """What the JSON parser makes of an integer of more than :data:`MAX_INT_DIGITS` digits: kept as its
+    text (never converted), found and reported by field."""
+
+
+def _parse_int(text: str) -> int | _HugeInt:
+    return _HugeInt(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
+
+
+def _non_finite(doc: Any, loc: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], float | _HugeInt]]:
+    """(location, value) of every non-finite number (and every over-long integer) in ``doc``."""
+    if isinstance(doc, float) and not math.isfinite(doc) or isinstance(doc, _HugeInt):
         return [(loc, doc)]
     if isinstance(doc, dict):
         return [found for k, v in doc.items() for found in _non_finite(v, (*loc, k))]
@@ -48,6 +60,13 @@ def _non_finite_problems(doc: dict[str, Any]) -> list[Problem]:
     problems = []
     for loc, value in _non_finite(doc):
         location, node_id = _location(loc, doc)
+        if isinstance(value, _HugeInt):
+            digits = len(value.lstrip("-"))
+            problems.append(Problem(location, f"is an integer of {digits:,} digits", node=node_id,
+                                    received=f"{value[:20]}… ({digits:,} digits)",
+                                    expected=f"a number of at most {MAX_INT_DIGITS} digits",
+                                    fix="use an ordinary number"))
+            continue
         shown = value.text if isinstance(value, _NonFinite) else repr(value)
         problems.append(Problem(location, "is not a finite number", node=node_id, received=shown,
                                 expected="a finite number", fix="use an ordinary number (JSON has no Infinity or NaN)"))
@@ -73,7 +92,7 @@ def spec_from_json(text: str | bytes, source: str = "<spec>") -> PipelineSpec:
         raise SpecError([Problem(source, "is too large for a pipeline spec", received=f"{len(text):,} bytes",
                                  expected=f"at most {MAX_SPEC_BYTES:,} bytes")])
     try:
-        doc = json.loads(text, parse_constant=_NonFinite)
+        doc = json.loads(text, parse_constant=_NonFinite, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise SpecError([Problem(
             source, "is not valid JSON", received=f"{exc.msg} at line {exc.lineno} column {exc.colno}",

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from core.frameworks import FRAMEWORKS
 
@@ -203,9 +204,18 @@ class EdgeSpec(Strict):
 
 
 # Block and block-parameter names become Python identifiers (class and argument names) in the
-# generated programs, so their alphabet is an identifier's.
+# generated programs, so their alphabet is an identifier's, and a Python keyword (None, class…) is refused.
 BLOCK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
-BlockName = Annotated[str, StringConstraints(pattern=BLOCK_NAME_PATTERN)]
+
+
+def _not_a_keyword(name: str) -> str:
+    if keyword.iskeyword(name):
+        raise ValueError(f"{name!r} is a Python keyword, and block and block-parameter names become names in "
+                         f"the generated programs; choose another name (such as {name.lower()}_)")
+    return name
+
+
+BlockName = Annotated[str, StringConstraints(pattern=BLOCK_NAME_PATTERN), AfterValidator(_not_a_keyword)]
 BlockParamType = Literal["int", "float", "bool", "str", "ints"]
 MAX_BLOCKS = 1_000
 

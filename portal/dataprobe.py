@@ -113,8 +113,25 @@ def probe(source: str, data_roots: Sequence[Path | str], target: str = "label") 
         raise ProbeError(f"{source!r}: cannot read it as {fmt} ({exc})") from exc
 
 
+NAME_MAX, PATH_MAX = 255, 4096  # bytes: Linux's limits (a longer one is ENAMETOOLONG from every call)
+
+
+def check_path(source: str) -> None:
+    """ProbeError for a path no file system holds: a name over :data:`NAME_MAX` or a path over
+    :data:`PATH_MAX` bytes (checked before any file-system call, which would raise ENAMETOOLONG)."""
+    size = len(source.encode("utf-8", "surrogateescape"))
+    if size > PATH_MAX:
+        raise ProbeError(f"data source {source[:60]!r}… is {size:,} bytes long; a path has at most {PATH_MAX:,} "
+                         "bytes: choose a file or folder under your data roots")
+    for part in PurePath(source).parts:
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise ProbeError(f"data source: the name {part[:40]!r}… is {len(part.encode('utf-8', 'surrogateescape')):,} "
+                             f"bytes long; a file or folder name has at most {NAME_MAX} bytes: check the path")
+
+
 def resolve_source(source: str, data_roots: Sequence[Path | str]) -> Path:
     """The existing path of ``source`` inside one of ``data_roots``; ProbeError otherwise."""
+    check_path(source)
     if not data_roots:
         raise ProbeError("no data roots are configured; add [data] roots (the folders that hold training "
                          "data) to the settings file named by FLOWTRAIN_CONFIG")

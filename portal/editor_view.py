@@ -233,6 +233,7 @@ def probe_source(ed: Editor, settings: Settings, user: str) -> None:
     source = ed.doc["data"]["source"]
     try:
         with limits.GATE.hold("probe", user):
+            dataprobe.check_path(source)  # before the file system sees it (ENAMETOOLONG)
             resolved = users.resolve_source(user, source, settings)
             result = dataprobe.probe(resolved, users.data_roots(user, settings),
                                      target=ed.doc["data"].get("target") or "label")

@@ -14,39 +14,32 @@ the job's environment with :func:`job_environment`:
   clean) environment;
 - the pyslurm transport hands that dictionary to the submission as the job's environment.
 
-The allow-list: :data:`ALLOWED_NAMES`, and names starting with :data:`ALLOWED_PREFIXES` (locale,
-OpenMP threads, NCCL network tuning), plus ``SLURM_UMASK`` (:data:`JOB_UMASK`). The program's own variables (``FLOWTRAIN_RUN_DIR``,
+The allow-list (:mod:`core.allowed_env`, shared with the workers that import a run's ``model.py``):
+:data:`ALLOWED_NAMES`, and names starting with :data:`ALLOWED_PREFIXES` (locale, OpenMP threads, NCCL
+network tuning), plus ``SLURM_UMASK`` (:data:`JOB_UMASK`). The program's own variables (``FLOWTRAIN_RUN_DIR``,
 ``FLOWTRAIN_JOB_ID``, ``CUDA_VISIBLE_DEVICES`` for local jobs, ``MASTER_ADDR``…) are set by the
 executor or the job script, never inherited.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 
-ALLOWED_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",  # the frameworks' native libraries (module systems set these)
-    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS",
-})
-ALLOWED_PREFIXES = ("LC_", "OMP_", "NCCL_")
+from core.allowed_env import ALLOWED_NAMES, ALLOWED_PREFIXES, allowed, allowed_environment
+
+__all__ = ["ALLOWED_NAMES", "ALLOWED_PREFIXES", "JOB_UMASK", "allowed", "job_environment"]
+
 # A job's files are its user's alone: 0700 folders, 0600 files. Slurm starts the job (and creates its
 # log) with SLURM_UMASK when the environment sbatch gets has one; the job script sets it again
 # (templates/slurm/job.sbatch.j2) and the local executor starts its jobs with it.
 JOB_UMASK = 0o077
 
 
-def allowed(name: str) -> bool:
-    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
-
-
 def job_environment(source: Mapping[str, str] | None = None,
                     extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     """The allowed variables of ``source`` (default: this process's environment), then ``extra``
     (the request's own variables, which may name anything)."""
-    env = {k: v for k, v in (os.environ if source is None else source).items() if allowed(k)}
+    env = allowed_environment(source)
     env["SLURM_UMASK"] = f"{JOB_UMASK:04o}"
     env.update(extra)
     return env

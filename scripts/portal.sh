@@ -13,4 +13,5 @@ export FORWARDED_ALLOW_IPS=""
 ADDRESS=${FLOWTRAIN_ADDRESS:-$(.venv/bin/python -c 'import settings; print(settings.load_settings().portal_address)')}
 exec .venv/bin/python -m streamlit run app.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
   --server.headless true --server.maxUploadSize 10 \
-  --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal "$@"
+  --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal \
+  --client.showErrorDetails none "$@"

@@ -74,3 +74,25 @@ def with_output(model: ModelProto, tensor: str) -> ModelProto:
     del out.graph.output[:]
     out.graph.output.append(helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None))
     return out
+
+
+def gemm_model(weight: np.ndarray | None = None) -> ModelProto:
+    """x (1, 4) → Gemm by ``w`` (2, 4): the smallest model whose one weight is an initialiser."""
+    w = numpy_helper.from_array(np.ones((2, 4), np.float32) if weight is None else weight, "w")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transB=1)], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def with_external_weight(model: ModelProto, location: str, offset: int = 0) -> ModelProto:
+    """``model`` whose first initialiser says its 32 bytes lie in the file ``location`` (from ``offset``)."""
+    out = ModelProto()
+    out.CopyFrom(model)
+    w = out.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": str(offset), "length": "32"}.items():
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    return out

@@ -1,8 +1,11 @@
 """ONNX → pipeline spec and canonical weights (``python -m flowtrain import-onnx``, the editor's Import ONNX).
 
-The ONNX graph is walked in its (topological) order. Constants are folded on the way: initialisers,
-``Constant`` nodes, every node whose inputs are all constants (evaluated by the ``onnx`` package's
-reference implementation: shape subgraphs, weight reshapes, ``ConstantOfShape`` placeholders) and
+The model is read by :mod:`core.onnx_import._load` (external data from a model file's own folder only,
+never for bytes; the node count and control flow checked before the walk). The ONNX graph is walked in
+its (topological) order. Constants are folded on the way, within a :class:`FoldBudget`
+(:mod:`core.onnx_import._fold`): initialisers, ``Constant`` nodes, every node of shape or weight
+arithmetic whose inputs are all constants (evaluated by the ``onnx`` package's reference
+implementation: shape subgraphs, weight reshapes, ``ConstantOfShape`` placeholders) and
 ``Shape`` of a computed tensor (its shape is static: the import fixes the input's size). Every other
 node goes to the importer of its op type (one per ONNX op, in modules named like :mod:`core.ops`'s
 families), which emits catalogue nodes with their canonical weights (torch's layout: what every
@@ -26,10 +29,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import ModelProto, NodeProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx import ModelProto, NodeProto, numpy_helper
 
-from core.errors import FlowTrainError, Problem, SpecError
+from core.errors import Problem, SpecError
 from core.onnx_import import (  # noqa: F401  (imported for their registrations)
     activation,
     conv,
@@ -40,6 +42,7 @@ from core.onnx_import import (  # noqa: F401  (imported for their registrations)
     pool,
     shape,
 )
+from core.onnx_import._fold import BudgetSpent, FoldBudget, Folder, FoldRefused
 from core.onnx_import._graph import (
     IMPORTERS,
     GraphBuilder,
@@ -50,10 +53,11 @@ from core.onnx_import._graph import (
     Value,
     imports,
 )
+from core.onnx_import._load import load_model
 from core.spec import PipelineSpec
 from core.validate import validate
 
-__all__ = ["IMPORTERS", "ImportResult", "ImporterRegistry", "import_onnx", "imports", "save_import"]
+__all__ = ["IMPORTERS", "FoldBudget", "ImportResult", "ImporterRegistry", "import_onnx", "imports", "save_import"]
 
 _MISSING: Any = object()  # an input whose producer was refused
 MIN_OPSET = 7  # older files use attribute forms (consumed_inputs, is_test…) the importers do not read
@@ -79,19 +83,6 @@ def _problem(node: NodeProto, opset: int, message: str, expected: str | None = N
     name = node.name or (node.output[0] if node.output else "?")
     return Problem(f"onnx.nodes[{name}]", f"{node.op_type} (opset {opset}): {message}",
                    received=received or node.op_type, expected=expected, fix=fix)
-
-
-def _fold(node: NodeProto, feeds: dict[str, np.ndarray], opset: int) -> list[np.ndarray]:
-    """Evaluate one node on constant inputs with the onnx package's reference implementation."""
-    if node.op_type == "Constant":
-        return [numpy_helper.to_array(helper.get_attribute_value(node.attribute[0]))] if \
-            node.attribute[0].name == "value" else [np.asarray(helper.get_attribute_value(node.attribute[0]))]
-    graph = helper.make_graph(
-        [node], "fold",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
-        [helper.make_empty_tensor_value_info(o) for o in node.output if o])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
 
 
 def _graph_input(model: ModelProto) -> tuple[str, tuple[int, ...], int]:
@@ -131,13 +122,28 @@ def _unsupported(node: NodeProto, opset: int) -> Problem:
                     fix="replace the op in the source model (or ask for it to be added to the catalogue)")
 
 
+def _initialisers(model: ModelProto) -> dict[str, np.ndarray]:
+    consts, problems = {}, []
+    for init in model.graph.initializer:
+        try:
+            consts[init.name] = numpy_helper.to_array(init)
+        except (ValueError, TypeError) as exc:  # dims that do not fit the data, an unknown type
+            problems.append(Problem(f"onnx.initializers[{init.name}]", f"cannot be read: {exc}",
+                                    received=f"dims {list(init.dims)}, type {init.data_type}",
+                                    expected="data that fills the declared dims"))
+    if problems:
+        raise SpecError(problems)
+    return consts
+
+
 def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None,
-                weights_file: str | None = None) -> ImportResult:
+                weights_file: str | None = None, budget: FoldBudget | None = None) -> ImportResult:
     """Import an ONNX model; :class:`SpecError` with every problem when it cannot be (see the module doc).
 
-    ``weights_file`` becomes the spec's ``training.init_weights`` (the caller writes the weights there).
+    ``weights_file`` becomes the spec's ``training.init_weights`` (the caller writes the weights there);
+    ``budget`` bounds the folding of constants (:class:`FoldBudget`'s defaults when None).
     """
-    model = _load(source)
+    model = load_model(source)
     opset = _opset(model)
     if opset < MIN_OPSET:
         raise SpecError([Problem("onnx.opset_import", f"opset {opset} is older than the importer reads",
@@ -147,7 +153,8 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
     in_name, in_shape, batch = _graph_input(model)
     builder = GraphBuilder(batch=batch)
     source_value = builder.add("Input", {"shape": list(in_shape)}, [], "input")
-    consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    consts = _initialisers(model)
+    folder = Folder(budget or FoldBudget(), opset)
     values: dict[str, Imported] = {in_name: source_value}
     readers = Counter(i for n in model.graph.node for i in n.input if i)
     for o in model.graph.output:
@@ -171,9 +178,12 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
             notes.append(f"the final Softmax ({node.name or node.output[0]}) is left to the loss head")
             continue
         if constant:
-            feeds = {i: x for i, x in zip(node.input, ins) if i and isinstance(x, np.ndarray)}
             try:
-                consts.update(zip(node.output, _fold(node, feeds, opset)))
+                consts.update(zip(node.output, folder.fold(node, node.input, ins)))  # type: ignore[arg-type]
+            except FoldRefused as err:
+                problems.append(_problem(node, opset, err.message, err.expected, err.fix, err.received))
+                if isinstance(err, BudgetSpent):
+                    raise SpecError(problems) from None
             except Exception as exc:  # noqa: BLE001  (the reference evaluator on a malformed node: the file's problem)
                 problems.append(_problem(node, opset, f"cannot be evaluated: {type(exc).__name__}: {exc}"))
             continue
@@ -231,23 +241,6 @@ def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported
     spec = PipelineSpec.model_validate(doc)
     validate(spec)  # raises SpecError with every problem: an import must yield a valid spec
     return ImportResult(spec, builder.weights, output_tensor, notes)
-
-
-def _load(source: ModelProto | bytes | str | Path) -> ModelProto:
-    if isinstance(source, ModelProto):
-        model = source
-    else:
-        try:
-            model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
-        except (OSError, ValueError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:  # type: ignore[attr-defined]
-            raise FlowTrainError(f"{'the upload' if isinstance(source, bytes) else source} cannot be read as an "
-                                 f"ONNX model: {exc}") from None
-        except Exception as exc:  # noqa: BLE001  (protobuf's DecodeError: not an ONNX file)
-            raise FlowTrainError(f"{'the upload' if isinstance(source, bytes) else source} is not an ONNX model "
-                                 f"({type(exc).__name__}: {exc})") from None
-    if not model.graph.node:
-        raise FlowTrainError("the ONNX model has no nodes")
-    return model
 
 
 def save_import(result: ImportResult, spec_path: str | Path) -> tuple[Path, Path]:

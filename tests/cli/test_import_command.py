@@ -15,7 +15,7 @@ from core.load import load_spec
 from core.onnx_import import import_onnx
 from core.validate import validate
 from core.weights import canonical_shapes
-from tests.onnx_models import published, with_random_weights
+from tests.onnx_models import gemm_model, published, with_external_weight, with_random_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,3 +76,33 @@ def test_the_models_own_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert not any(c in proc.stderr for c in "\x1b\x07\u202e"), repr(proc.stderr[:300])
     assert "onnx.nodes[gate\\x1b[2J\\u202e]: Erf\\x1b]2;owned\\x07 (opset 13)" in proc.stderr
+
+
+def test_external_data_is_read_from_the_models_folder_only(tmp_path: Path) -> None:
+    """The command runs in ``tmp_path`` (its working folder, holding a secret); the models lie in
+    ``models/``: a location naming the working folder's file, or leaving the model's folder, is refused."""
+    (tmp_path / "secret.db").write_bytes(b"someone else's registry 0123456789abcdef")
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "link.bin").symlink_to(tmp_path / "secret.db")
+    for location in ("secret.db", "../secret.db", "link.bin"):
+        onnx.save(with_external_weight(gemm_model(), location), str(models / "thief.onnx"))
+        proc = flowtrain(tmp_path, "import-onnx", "models/thief.onnx", "--out", "thief.json")
+        assert proc.returncode == 2, (location, proc.stdout)
+        assert "onnx.initializers[w]" in proc.stderr and repr(location) in proc.stderr, proc.stderr
+        assert not (tmp_path / "thief.json").exists() and not (tmp_path / "thief.weights.npz").exists()
+    weight = np.arange(8, dtype=np.float32).reshape(2, 4)
+    onnx.save_model(gemm_model(weight), str(models / "fc.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="fc.data", size_threshold=0)
+    proc = flowtrain(tmp_path, "import-onnx", "models/fc.onnx", "--out", "fc.json")
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "fc.weights.npz") as saved:
+        assert [a.tolist() for a in saved.values()] == [weight.tolist()]
+
+
+def test_a_weight_whose_data_does_not_fit_its_dims_exits_2_naming_it(tmp_path: Path) -> None:
+    model = gemm_model()
+    model.graph.initializer[0].dims[:] = [3, 4]  # 8 numbers declared as 12
+    onnx.save(model, str(tmp_path / "bad.onnx"))
+    proc = flowtrain(tmp_path, "import-onnx", "bad.onnx")
+    assert proc.returncode == 2 and "onnx.initializers[w]: cannot be read" in proc.stderr

@@ -97,6 +97,17 @@ def test_malformed_files_exit_2_with_a_message(tmp_path: Path, content: str) -> 
     assert proc.returncode == 2 and proc.stderr.startswith("error:")
 
 
+def test_a_5001_digit_integer_and_a_keyword_block_parameter_exit_2_naming_the_field(tmp_path: Path) -> None:
+    doc = template("mnist_cnn")
+    doc["data"]["batch_size"] = 12345
+    proc = flowtrain("validate", write(tmp_path, json.dumps(doc).replace("12345", "9" * 5001)))
+    assert proc.returncode == 2 and "data.batch_size: is an integer of 5,001 digits" in proc.stderr
+    blocks = json.dumps(template("resnet18_cifar")).replace('"channels"', '"None"')
+    proc = flowtrain("validate", write(tmp_path, blocks))
+    assert proc.returncode == 2 and "model.blocks[basic_block].params[0].name" in proc.stderr
+    assert "'None' is a Python keyword" in proc.stderr
+
+
 def test_missing_file_and_unknown_template() -> None:
     proc = flowtrain("validate", "/nonexistent/spec.json")
     assert proc.returncode == 2 and "no such file" in proc.stderr

@@ -4,11 +4,13 @@ be imported shows its problems and leaves the pipeline alone; an oversize upload
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from core.onnx_import import import_onnx
@@ -18,7 +20,7 @@ from portal.onnx_upload import import_onnx_upload
 from portal.param_text import md_text
 from portal.users import default_local_user
 from settings import load_settings
-from tests.onnx_models import published, with_random_weights
+from tests.onnx_models import gemm_model, published, with_external_weight, with_random_weights
 from tests.portal.conftest import assert_no_exception, editor
 
 
@@ -85,3 +87,47 @@ def test_the_models_own_text_is_shown_literally_never_as_markdown(portal_env: Pa
         assert live not in notice.text, live
     assert not re.search(r"(?<!\\)[<\[]", notice.text), notice.text  # every < and [ escaped
     assert md_text(op) in notice.text and md_text(node) in notice.text
+
+
+def test_an_upload_whose_weight_points_at_a_portal_file_is_refused_and_nothing_is_written(
+        portal_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portal runs in its checkout, where the default home keeps every user's registry."""
+    (portal_env / "var").mkdir()
+    (portal_env / "var" / "flowtrain.db").write_bytes(b"every user's runs 0123456789abcdefghijklmn")
+    monkeypatch.chdir(portal_env)
+    raw = with_external_weight(gemm_model(), "var/flowtrain.db").SerializeToString()
+    ed = Editor()
+    assert not import_onnx_upload(ed, "thief.onnx", len(raw), lambda: raw, load_settings(), default_local_user())
+    [notice] = ed.notices_in("toolbar")
+    assert notice.level == "error" and "onnx.initializers[w]" in notice.text and "external file" in notice.text
+    assert not (portal_env / "data" / "imported").exists() or not any((portal_env / "data" / "imported").iterdir())
+
+
+def test_weights_are_not_written_through_a_symlinked_imported_folder(portal_env: Path) -> None:
+    elsewhere = portal_env / "portal-owned"
+    elsewhere.mkdir()
+    (portal_env / "data" / "imported").symlink_to(elsewhere)
+    raw = gemm_model().SerializeToString()
+    ed = Editor()
+    assert not import_onnx_upload(ed, "fc.onnx", len(raw), lambda: raw, load_settings(), default_local_user())
+    [notice] = ed.notices_in("toolbar")
+    assert notice.level == "error" and "not a plain folder" in notice.text
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_one_onnx_import_per_user_and_a_few_in_all(portal_env: Path) -> None:
+    raw = gemm_model().SerializeToString()
+    user = default_local_user()
+    with limits.GATE.hold("onnx_import", user):
+        ed = Editor()
+        assert not import_onnx_upload(ed, "fc.onnx", len(raw), lambda: raw, load_settings(), user)
+        assert "An ONNX import of yours is already running" in ed.notices_in("toolbar")[0].text
+    others = [f"other{i}" for i in range(limits.AT_ONCE["onnx_import"])]
+    with contextlib.ExitStack() as stack:
+        for other in others:
+            stack.enter_context(limits.GATE.hold("onnx_import", other))
+        ed = Editor()
+        assert not import_onnx_upload(ed, "fc.onnx", len(raw), lambda: raw, load_settings(), user)
+        assert "the most at once" in ed.notices_in("toolbar")[0].text
+    ed = Editor()
+    assert import_onnx_upload(ed, "fc.onnx", len(raw), lambda: raw, load_settings(), user)  # free again
