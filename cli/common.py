@@ -17,7 +17,7 @@ from core.load import spec_from_dict
 from core.spec import PipelineSpec
 from schedulers.base import SchedulerError
 from schedulers.launch import Executors
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings import Settings
 from settings.access import acting_user
 

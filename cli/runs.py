@@ -33,7 +33,7 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.model_export import export_note
-from schedulers.runs import Run, RunRegistry, StateChange, tail_file
+from schedulers.registry.runs import Run, RunRegistry, StateChange, tail_file
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import listing_user
 

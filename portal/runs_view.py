@@ -1,6 +1,6 @@
 """The runs page: submit the current pipeline, list the user's runs, follow one live, compare several.
 
-Everything goes through the run registry (:mod:`schedulers.runs`) and :mod:`schedulers.launch`; the
+Everything goes through the run registry (:mod:`schedulers.registry.runs`) and :mod:`schedulers.launch`; the
 registry is asked with the signed-in user, so nobody sees or cancels another user's run.
 """
 
@@ -26,7 +26,7 @@ from portal.editor_state import Editor
 from portal.resume import SeedingExecutors, last_checkpoint
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
-from schedulers.runs import Run, RunNotFound, RunRegistry
+from schedulers.registry.runs import Run, RunNotFound, RunRegistry
 from settings import Settings
 
 REFRESH_S = 2.0

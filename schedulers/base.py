@@ -3,7 +3,7 @@
 Kept deliberately small (after submitit): an executor submits a prepared run
 directory, reports the state of its jobs (one or many at once), cancels a job, says
 when it started and ended and where its log is. :class:`Executor` lists everything the
-run registry (:mod:`schedulers.runs`) calls, and every backend implements all of it.
+run registry (:mod:`schedulers.registry.runs`) calls, and every backend implements all of it.
 Everything a backend reports is translated into one :class:`RunState` model so
 that the registry and the portal never see backend-specific strings.
 """

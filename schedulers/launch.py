@@ -25,7 +25,7 @@ from core.validate import Analysis, validate
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
-from schedulers.runs import Run, RunRegistry, StateChange
+from schedulers.registry.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation

@@ -1,6 +1,6 @@
 """Every completed run gets ``model.onnx``, whatever its framework.
 
-When the registry records runs as COMPLETED (:meth:`schedulers.runs.RunRegistry.reconcile`, which
+When the registry records runs as COMPLETED (:meth:`schedulers.registry.runs.RunRegistry.reconcile`, which
 ``run --wait``, ``status`` and the portal's pages call), :func:`export_completed_runs` reads each
 run's final model back as canonical weights — in a subprocess of the run's own interpreter, which
 has its framework (:func:`core.trained.read_trained`) — and writes ONNX from the spec and those
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from schedulers.run_files import ONNX_NAME
-from schedulers.run_records import Run, StateChange
+from schedulers.registry.files import ONNX_NAME
+from schedulers.registry.records import Run, StateChange
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +31,7 @@ EXPORT_TIMEOUT_S = 600.0
 
 
 class RunBook(Protocol):
-    """What the export needs of the run registry (:class:`schedulers.runs.RunRegistry` is one):
+    """What the export needs of the run registry (:class:`schedulers.registry.runs.RunRegistry` is one):
     named here so this module does not import the registry that calls it."""
 
     def get(self, run_id: str, user: str | None = None) -> Run: ...

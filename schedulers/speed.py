@@ -36,7 +36,7 @@ from core.datasets import builtin
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
-from schedulers.registry_db import private_file
+from schedulers.registry.db import private_file
 
 DB_NAME = "calibration.db"
 TRAIN_MACS_FACTOR = 3  # a training step: the forward products, and two as many in the backward pass

@@ -27,7 +27,7 @@ from core.sweep import SweepSpec, best_index, expand_sweep
 from core.validate import validate
 from schedulers.base import ArrayExecutor, ArraySubmission, Executor, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.launch import Executors, plan
-from schedulers.runs import Run, RunRegistry, StateChange, Sweep
+from schedulers.registry.runs import Run, RunRegistry, StateChange, Sweep
 from settings import Settings, load_settings
 from settings.access import pin_source
 

@@ -65,7 +65,7 @@ def test_core_never_imports_a_framework_outside_its_worker() -> None:
 
 def test_the_walker_sees_imports_inside_functions(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("import os.path\n\ndef f():\n    from schedulers.runs import RunRegistry\n"
+    sample.write_text("import os.path\n\ndef f():\n    from schedulers.registry.runs import RunRegistry\n"
                       "    import torch as t\n    from . import sibling\n", encoding="utf-8")
     assert imports(sample) == [(1, "os"), (4, "schedulers"), (5, "torch")]
 

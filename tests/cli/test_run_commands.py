@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from schedulers.base import RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings.access import os_user
 from tests.helpers import wait_until
 from tests.slurm_fixture import DevCluster

@@ -13,7 +13,7 @@ from core import zoo
 from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception, editor, form
 

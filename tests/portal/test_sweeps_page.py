@@ -12,7 +12,7 @@ from core.sweep import expand_sweep, sweep_from_dict
 from portal.users import default_local_user
 from schedulers.base import JobRequest, JobStatus, Resources, RunState
 from schedulers.local import LocalExecutor
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception
 

@@ -32,8 +32,8 @@ from schedulers.accounting import (
 from schedulers.base import JobRequest, Resources, RunState, SchedulerError
 from schedulers.discovery import EnvironmentReport
 from schedulers.launch import Executors, accounting_for, plan
-from schedulers.registry_db import MIGRATIONS, SCHEMA_VERSION
-from schedulers.runs import RunRegistry
+from schedulers.registry.db import MIGRATIONS, SCHEMA_VERSION
+from schedulers.registry.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.parsing import accounting_from_sacct
 from schedulers.slurm.rest_transport import SlurmRestTransport, accounting_from_slurmdb_json

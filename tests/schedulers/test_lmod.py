@@ -24,7 +24,7 @@ from schedulers.base import JobRequest, Resources, RunState
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.launch import Executors, plan, submit_run
 from schedulers.modules import load_and_exec, modules_from_spider_json, sbatch_lines, spider
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.sbatch import render_sbatch
 from settings import Environment

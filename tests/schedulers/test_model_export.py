@@ -19,7 +19,7 @@ from core.validate import validate
 from core.weights import random_canonical
 from schedulers.base import JobRequest, JobStatus, RunState
 from schedulers.model_export import export_note, export_run_onnx
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.op_cases import flatten_linear_spec
 
 SPEC = flatten_linear_spec()

@@ -12,7 +12,7 @@ import pytest
 from schedulers.base import JobRequest, Resources, RunState
 from schedulers.local import LocalExecutor
 from schedulers.rank_errors import MAX_REASON_CHARS, failure_reason, launcher_reports, rank_errors
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 
 DATA = Path(__file__).parent / "data"

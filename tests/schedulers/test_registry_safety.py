@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.registry_db import SCHEMA_VERSION
-from schedulers.runs import RegistryError, RunRegistry
+from schedulers.registry.db import SCHEMA_VERSION
+from schedulers.registry.runs import RegistryError, RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = json.dumps({"name": "tiny", "data": {"source": "/data/alice/t.csv"}})
@@ -81,7 +81,7 @@ def test_a_registry_damaged_after_opening_raises_registry_error(tmp_path: Path) 
 FULL_DISK = r"""
 import json, resource, signal, sys
 from pathlib import Path
-from schedulers.runs import RegistryError, RunRegistry
+from schedulers.registry.runs import RegistryError, RunRegistry
 reg = RunRegistry(home=sys.argv[1])
 reg.get(sys.argv[2])  # reading still works
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write beyond the limit fails with EFBIG instead

@@ -15,7 +15,7 @@ import pytest
 
 from schedulers.base import Executor, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.local import LocalExecutor
-from schedulers.runs import RegistryError, RunNotFound, RunRegistry, classify, read_metrics
+from schedulers.registry.runs import RegistryError, RunNotFound, RunRegistry, classify, read_metrics
 from tests.helpers import wait_until
 
 SPEC = json.dumps({"name": "tiny", "schema_version": 1})

@@ -1,5 +1,5 @@
 """The run registry's SQLite file: its schema, the migrations between schema versions, the
-file's private mode, and SQLite's errors in words (used by :mod:`schedulers.runs`).
+file's private mode, and SQLite's errors in words (used by :mod:`schedulers.registry.runs`).
 
 Schema versions: ``PRAGMA user_version`` holds the version of the file's schema. A new file gets
 :data:`SCHEMA` at :data:`SCHEMA_VERSION`; an older file is brought up to date when it is opened, one

@@ -27,8 +27,8 @@ each run directory 0700; the home and ``runs/`` folders are created 0700. Every 
 becomes a :class:`RegistryError` naming the database file; a failed write rolls back only a
 transaction that is still open, so the real error is the one reported.
 
-Schema versions and migrations: :mod:`schedulers.registry_db`. Files of a run directory are read
-without following symbolic links (:mod:`schedulers.run_files`).
+Schema versions and migrations: :mod:`schedulers.registry.db`. Files of a run directory are read
+without following symbolic links (:mod:`schedulers.registry.files`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any, BinaryIO
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_completed_runs
 from schedulers.rank_errors import failure_reason
-from schedulers.registry_db import (
+from schedulers.registry.db import (
     FINAL_SQL,
     MIGRATIONS,
     PRIVATE_DIR,
@@ -57,7 +57,7 @@ from schedulers.registry_db import (
     private_file,
     statements,
 )
-from schedulers.run_files import (
+from schedulers.registry.files import (
     CODE_FILES,
     Artifact,
     MetricsChunk,
@@ -68,7 +68,7 @@ from schedulers.run_files import (
     read_result,
     tail_file,
 )
-from schedulers.run_records import (
+from schedulers.registry.records import (
     LIST_COLUMNS,
     ReconcileReport,
     RegistryError,
@@ -82,7 +82,7 @@ from schedulers.run_records import (
     run_from_row,
     state_detail,
 )
-from schedulers.sweep_records import Sweep, SweepNotFound, SweepTable
+from schedulers.registry.sweeps import Sweep, SweepNotFound, SweepTable
 from settings import flowtrain_home
 
 __all__ = [
@@ -102,7 +102,7 @@ FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers re
 
 class RunRegistry(SweepTable):
     """The SQLite run registry. Cheap to construct; safe to share between threads. Its sweeps (groups
-    of runs, one job array each) come from :class:`~schedulers.sweep_records.SweepTable`."""
+    of runs, one job array each) come from :class:`~schedulers.registry.sweeps.SweepTable`."""
 
     def __init__(self, db_path: str | Path | None = None, *, home: str | Path | None = None) -> None:
         self.home = Path(home).resolve() if home is not None else flowtrain_home()
@@ -133,7 +133,7 @@ class RunRegistry(SweepTable):
                                     f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
             if version != 0 and version not in MIGRATIONS:
                 raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
-                                    "schedulers/runs.py upgrades; restore it from a backup or move it away")
+                                    "schedulers/registry/runs.py upgrades; restore it from a backup or move it away")
             with self._tx() as tx:
                 # Another process may have migrated between the check and this (exclusive) transaction.
                 if tx.execute("PRAGMA user_version").fetchone()[0] != version:
@@ -441,7 +441,7 @@ class RunRegistry(SweepTable):
     @guarded
     def artifacts(self, run_id: str) -> list[Artifact]:
         """Files of the run directory by kind: code, log, metrics, checkpoint, model, other (symbolic
-        links are neither listed nor followed: :func:`schedulers.run_files.list_artifacts`)."""
+        links are neither listed nor followed: :func:`schedulers.registry.files.list_artifacts`)."""
         root = Path(self._require(self._conn(), run_id)["run_dir"])
         return list_artifacts(root) if root.is_dir() else []
 

@@ -1,6 +1,6 @@
 """The records of the run registry: a run, a state change, a reconcile report, and the registry's errors.
 
-Kept apart from :mod:`schedulers.runs` (the SQLite registry itself) so the code that only reads runs
+Kept apart from :mod:`schedulers.registry.runs` (the SQLite registry itself) so the code that only reads runs
 (the CLI, the portal's views, launch) depends on plain data, and each module stays small.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, JobStatus, RunState
-from schedulers.registry_db import sqlite_words
+from schedulers.registry.db import sqlite_words
 
 # Columns of a listing: everything but the (possibly large) spec.
 LIST_COLUMNS = (
