@@ -26,7 +26,10 @@ from portal.editor_state import Editor
 from portal.resume import SeedingExecutors, last_checkpoint
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
-from schedulers.registry.runs import Run, RunNotFound, RunRegistry
+from schedulers.model_export import ExportWorker
+from schedulers.reconcile import cancel_run, fetch_accounting, reconcile
+from schedulers.registry.records import ReconcileReport, Run, RunNotFound
+from schedulers.registry.runs import RunRegistry
 from settings import Settings
 
 REFRESH_S = 2.0
@@ -49,6 +52,23 @@ def executors_for(home: str) -> Any:
     from schedulers.launch import Executors
 
     return Executors(home)
+
+
+@st.cache_resource(show_spinner=False)
+def exporter_for(home: str) -> ExportWorker:
+    """The portal process's one export worker: writes completed runs' ``model.onnx`` off the pages."""
+    return ExportWorker(registry_for(home))
+
+
+def refresh_states(registry: RunRegistry, executors: Any, user: str, *, run_ids: list[str] | None = None,
+                   exporter: ExportWorker | None = None) -> ReconcileReport:
+    """What a render of the Runs page does to the states: the scheduler's answer recorded (one query
+    per scheduler), nothing more. A run that completed has its ``model.onnx`` pending in the registry;
+    the export worker, woken here, writes it in its own thread, so no render waits for a framework."""
+    report = reconcile(registry, executors, run_ids=run_ids, user=user)
+    if any(c.state == RunState.COMPLETED.value for c in report.changes):
+        (exporter or exporter_for(str(registry.home))).wake()
+    return report
 
 
 def duration(seconds: float | None) -> str:
@@ -154,7 +174,7 @@ def _chart(rows: list[dict[str, Any]], metric: str, color: str = "series") -> No
 
 def _cancel(registry: RunRegistry, executors: Any, run_id: str, user: str) -> None:
     try:
-        registry.cancel(run_id, executors, user)
+        cancel_run(registry, run_id, executors, user)
         st.session_state["runs.notice"] = ("info", f"Cancel requested for run {run_id}.")
     except (FlowTrainError, SchedulerError) as err:
         st.session_state["runs.notice"] = ("error", f"Could not cancel {run_id}: {err}")
@@ -236,7 +256,7 @@ def fetch_command(run_id: str, path: str) -> str:
 
 
 def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_final: bool) -> None:
-    report = registry.reconcile(executors, run_ids=[run_id], user=user)
+    report = refresh_states(registry, executors, user, run_ids=[run_id])
     for err in report.errors:
         st.warning(f"State not refreshed: {err}")
     try:
@@ -273,7 +293,7 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
             st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
     if run.is_final and run.scheduler == "slurm":
         try:
-            record = registry.fetch_accounting(run.id, executors, user)
+            record = fetch_accounting(registry, run.id, executors, user)
         except SchedulerError as err:
             st.warning(f"No accounting record: {err}")
         else:
@@ -400,7 +420,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
                      help="Dismiss this message")
     submit_section(ed, settings, user, registry, executors)
     st.divider()
-    report = registry.reconcile(executors, user=user)
+    report = refresh_states(registry, executors, user)
     for err in report.errors:
         st.warning(f"States not refreshed: {err}")
     runs = registry.list_runs(user=user, limit=MAX_LISTED)

@@ -5,7 +5,7 @@ The one path both the CLI (``python -m flowtrain run``) and the portal use::
     registry = RunRegistry()                                  # under settings.flowtrain_home()
     executors = Executors(registry.home)
     run = submit_run(spec, registry=registry, user="alice", scheduler="slurm", executors=executors)
-    run = wait_for_run(registry, run.id, executors)          # or registry.reconcile(executors) now and then
+    run = wait_for_run(registry, run.id, executors)          # or reconcile(registry, executors) now and then
 
 Slurm configured but unreachable is an error (:class:`~schedulers.base.SchedulerError`), never a
 silent switch to the local machine.
@@ -25,7 +25,9 @@ from core.validate import Analysis, validate
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
-from schedulers.registry.runs import Run, RunRegistry, StateChange
+from schedulers.reconcile import follow, reconcile
+from schedulers.registry.records import Run, StateChange
+from schedulers.registry.runs import RunRegistry
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation
@@ -237,7 +239,7 @@ def submit_run(
         raise
     registry.mark_submitted(run.id, job_id, f"submitted to {scheduler} as job {job_id}"
                             + (f" on partition {partition}" if partition else ""))
-    registry.reconcile({scheduler: executor}, run_ids=[run.id], metrics=False)
+    reconcile(registry, {scheduler: executor}, run_ids=[run.id], metrics=False)
     return registry.get(run.id)
 
 
@@ -256,7 +258,7 @@ def wait_for_run(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        report = registry.reconcile(executors, run_ids=[run_id])
+        report = follow(registry, executors, run_ids=[run_id])
         if report.errors:
             raise SchedulerError("; ".join(report.errors))
         for change in report.changes:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from schedulers.base import FINAL_STATES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -71,13 +71,15 @@ CREATE TABLE IF NOT EXISTS runs (
     data_source TEXT,
     accounting TEXT,
     sweep_id TEXT REFERENCES sweeps(id),
-    sweep_point INTEGER
+    sweep_point INTEGER,
+    export TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
 CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({FINAL_SQL});
 {SWEEPS_TABLE};
 CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending';
 CREATE TABLE IF NOT EXISTS run_states (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -110,6 +112,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id)",
         "ALTER TABLE runs ADD COLUMN sweep_point INTEGER",
         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL"),
+    # 5: model.onnx of a completed run: 'pending' (recorded with COMPLETED, durable), then 'written' or
+    # 'failed'. Runs completed before have had their export tried already; they stay NULL.
+    4: ("ALTER TABLE runs ADD COLUMN export TEXT",
+        "CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending'"),
 }
 
 

@@ -23,7 +23,7 @@ from schedulers.registry.db import sqlite_words
 LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
     "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
-    "data_source, accounting, sweep_id, sweep_point"
+    "data_source, accounting, sweep_id, sweep_point, export"
 )
 
 
@@ -89,6 +89,7 @@ class Run:
     accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
     sweep_id: str | None = None  # the sweep this run is a point of (schedulers/sweeps.py)
     sweep_point: int | None = None  # its index in the sweep: the job array's task id
+    export: str | None = None  # model.onnx: "pending" once COMPLETED, then "written" or "failed"
 
     @property
     def is_final(self) -> bool:
@@ -152,6 +153,7 @@ def run_from_row(row: sqlite3.Row, with_spec: bool = False) -> Run:
         accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
         sweep_id=row["sweep_id"] if "sweep_id" in keys else None,
         sweep_point=row["sweep_point"] if "sweep_point" in keys else None,
+        export=row["export"] if "export" in keys else None,
     )
 
 

@@ -124,11 +124,6 @@ class SlurmExecutor:
         live = self.commands.squeue_jobs()
         return {j: (live[j] if j in live else self.job(j)).to_status() for j in wanted}
 
-    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
-        """``(None, None)``: the job records read here carry no start/end times, so the registry keeps
-        the times at which it saw the job start and end (within one reconcile interval)."""
-        return None, None
-
     def accounting(self, job_id: str) -> JobAccounting | None:
         """sacct's record of the finished job (slurmdbd), through the transport."""
         return self.commands.accounting(job_id)

@@ -24,6 +24,7 @@ from schedulers.base import JobRequest, Resources, RunState
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.launch import Executors, plan, submit_run
 from schedulers.modules import load_and_exec, modules_from_spider_json, sbatch_lines, spider
+from schedulers.reconcile import cancel_run
 from schedulers.registry.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.sbatch import render_sbatch
@@ -124,7 +125,7 @@ def test_the_choice_follows_where_a_frameworks_module_exists(probed: tuple[Path,
     registry = RunRegistry(home=tmp_path)
     run = submit_run(mlp(), registry=registry, user="tester", scheduler="slurm", executors=executors,
                      selection=torch, job_name=f"{TEST_JOB_PREFIX}-lmodrun")
-    registry.cancel(run.id, executors)
+    cancel_run(registry, run.id, executors)
     script = (run.run_dir / "job.sbatch").read_text()
     assert script.index(f"module load {torch.module}") < script.index("exec python3 train.py")
 
