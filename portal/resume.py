@@ -4,8 +4,7 @@ The generated program resumes from the newest complete checkpoint in *its own* f
 (``checkpoints/ckpt-<step><suffix>``, docs/generated-program.md), and a resubmitted run gets a new
 folder: by itself it starts again from epoch 1. So a resume copies the stopped run's last checkpoint
 into the new run's folder after the program is written there and before the job is submitted
-(:class:`SeedingExecutors` wraps the executors :func:`schedulers.launch.submit_run` submits
-through). The program accepts it only when it was written for the same spec (its hash) and
+(:func:`seed`, the ``before_submit`` step of :func:`schedulers.launch.launch`). The program accepts it only when it was written for the same spec (its hash) and
 framework: a resume uses both of the stopped run.
 
 Which files make a checkpoint, and which one marks it complete, is read from the run's own
@@ -16,10 +15,8 @@ from __future__ import annotations
 
 import ast
 import shutil
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 CHECKPOINTS = "checkpoints"
 
@@ -73,40 +70,3 @@ def seed(run_dir: Path, checkpoint: Checkpoint) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for f in checkpoint.files:
         shutil.copy2(f, target / f.name)
-
-
-class _SeedingExecutor:
-    """An executor that puts the checkpoint into a job's run folder before submitting the job."""
-
-    def __init__(self, inner: Any, checkpoint: Checkpoint) -> None:
-        self._inner = inner
-        self._checkpoint = checkpoint
-
-    def submit(self, request: Any) -> str:
-        seed(Path(request.run_dir), self._checkpoint)
-        return self._inner.submit(request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class SeedingExecutors(Mapping[str, Any]):
-    """``executors`` (a :class:`schedulers.launch.Executors`), except that a job submitted through an
-    executor from :meth:`make` (what ``submit_run`` uses) starts with ``checkpoint`` in its folder."""
-
-    def __init__(self, executors: Any, checkpoint: Checkpoint) -> None:
-        self._executors = executors
-        self.checkpoint = checkpoint
-        self.home = executors.home
-
-    def make(self, scheduler: str, python: str | None = None) -> Any:
-        return _SeedingExecutor(self._executors.make(scheduler, python=python), self.checkpoint)
-
-    def __getitem__(self, scheduler: str) -> Any:
-        return self._executors[scheduler]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._executors)
-
-    def __len__(self) -> int:
-        return len(self._executors)

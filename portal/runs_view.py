@@ -6,11 +6,13 @@ registry is asked with the signed-in user, so nobody sees or cancels another use
 
 from __future__ import annotations
 
+import functools
 import io
 import shlex
 import shutil
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from core.frameworks import FRAMEWORKS
 from portal import data_needs, limits, sweeps_view, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
-from portal.resume import SeedingExecutors, last_checkpoint
+from portal.resume import Checkpoint, last_checkpoint, seed
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.model_export import ExportWorker
@@ -88,19 +90,22 @@ def when(t: float | None) -> str:
 
 
 def _do_submit(spec: Any, settings: Settings, user: str, framework: str, registry: RunRegistry,
-               executors: Any) -> Run | None:
-    from schedulers.launch import plan, submit_run
+               executors: Any, before_submit: Callable[[Path], Any] | None = None) -> Run | None:
+    """The steps of :func:`schedulers.launch.submit_run`, one by one so that the page shows each:
+    check (pin, validate once) → plan → launch. ``before_submit``: see :func:`schedulers.launch.launch`."""
+    from schedulers.launch import check, launch, plan
 
     with st.status("Submitting the pipeline…", expanded=True) as status:
         try:
+            checked = check(spec, user, settings)
             status.write("Choosing the framework and partition (installed frameworks, free resources)…")
-            selection = plan(spec, scheduler=settings.scheduler, framework=framework, executors=executors,
-                             settings=settings)
+            selection = plan(checked, scheduler=settings.scheduler, framework=framework, executors=executors,
+                             settings=settings, user=user)
             if selection.reasons:
                 status.write(selection.reasons[0])
             status.write("Generating the training program and submitting it…")
-            run = submit_run(spec, registry=registry, user=user, scheduler=settings.scheduler, framework=framework,
-                             executors=executors, selection=selection, settings=settings)
+            run = launch(checked, selection, registry=registry, scheduler=settings.scheduler, executors=executors,
+                         before_submit=before_submit)
         except (FlowTrainError, SchedulerError) as err:
             status.update(label="Submission failed", state="error")
             st.error(str(err))
@@ -332,13 +337,17 @@ def run_label(run: Run) -> str:
     return f"{run.name} · {when(run.created)}"
 
 
-def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry, executors: Any) -> None:
+def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry, executors: Any,
+              checkpoint: Checkpoint | None = None) -> None:
+    """A new run of ``spec_of``'s spec and framework; from ``checkpoint`` (copied into the new run's
+    folder before its job is submitted) when given."""
     try:
         spec = spec_of.spec()
     except FlowTrainError as err:
         st.error(str(err))
         return
-    new = _do_submit(spec, settings, user, spec_of.framework, registry, executors)
+    new = _do_submit(spec, settings, user, spec_of.framework, registry, executors,
+                     None if checkpoint is None else functools.partial(seed, checkpoint=checkpoint))
     if new is not None:
         st.session_state["runs.pending_select"] = new.id
         st.rerun()
@@ -368,7 +377,7 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
             f"Resume from step {ckpt.step:,}", key="runs.resume",
             help=f"A new run of the same pipeline and framework that starts from this run's last checkpoint (step "
                  f"{ckpt.step:,}, copied into the new run's folder); its curves begin there."):
-        _resubmit(registry.get(run_id, user), settings, user, registry, SeedingExecutors(executors, ckpt))
+        _resubmit(registry.get(run_id, user), settings, user, registry, executors, ckpt)
     c.button("Open in editor", key="runs.open", on_click=_open_in_editor, args=(ed, registry.get(run_id, user)))
     st.markdown("#### Artifacts")
     artifacts_section(registry, registry.get(run_id, user))

@@ -88,6 +88,8 @@ class JobRequest:
     env: tuple[tuple[str, str], ...] = ()
     module: str | None = None  # an Lmod module job.sbatch loads before the launch line
     modulepath: tuple[str, ...] = ()
+    python: str | None = None  # the selected environment's interpreter (None: the executor's own), so
+    # that one executor per scheduler submits jobs for every environment
 
 
 @dataclass(frozen=True)

@@ -332,7 +332,8 @@ class LocalExecutor:
                                  "Lower training.resources.gpus_per_node or use --scheduler slurm")
         return LocalJob(
             job_id=f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}",
-            run_dir=str(run_dir), name=request.name, framework=request.framework, python=self.python,
+            run_dir=str(run_dir), name=request.name, framework=request.framework,
+            python=request.python or self.python,
             script=request.script, args=list(request.args), env=[list(kv) for kv in request.env],
             resources=asdict(r), cpus=cpus, gpus=r.gpus_per_node, submitted=time.time(),
             reason="waiting for free CPUs/GPUs on this machine",
