@@ -20,8 +20,9 @@ from typing import Any
 from schedulers.base import FINAL_STATES, AccountingExecutor, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_pending
 from schedulers.rank_errors import failure_reason
+from schedulers.registry.db import RegistryError
 from schedulers.registry.files import tail_file
-from schedulers.registry.records import ReconcileReport, RegistryError, Run, StateChange
+from schedulers.registry.records import ReconcileReport, Run, StateChange
 from schedulers.registry.runs import RunRegistry
 
 FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank

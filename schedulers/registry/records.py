@@ -6,18 +6,16 @@ Kept apart from :mod:`schedulers.registry.runs` (the SQLite registry itself) so 
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, JobStatus, RunState
-from schedulers.registry.db import sqlite_words
+from schedulers.registry.db import RegistryError
 
 # Columns of a listing: everything but the (possibly large) spec.
 LIST_COLUMNS = (
@@ -29,27 +27,6 @@ LIST_COLUMNS = (
 
 class RunNotFound(FlowTrainError):
     exit_code = 2
-
-
-class RegistryError(FlowTrainError):
-    """The registry cannot be read or written; the message names the database file or run directory."""
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def guarded(fn: _F) -> _F:
-    """Turn any SQLite error inside a registry method (of an object with ``db_path``) into a
-    :class:`RegistryError` naming the database file."""
-
-    @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

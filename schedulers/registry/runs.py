@@ -34,26 +34,16 @@ without following symbolic links (:mod:`schedulers.registry.files`).
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from schedulers.base import FINAL_STATES, JobStatus, RunState
-from schedulers.registry.db import (
-    FINAL_SQL,
-    MIGRATIONS,
-    PRIVATE_DIR,
-    SCHEMA,
-    SCHEMA_VERSION,
-    private_file,
-    statements,
-)
+from schedulers.registry.db import FINAL_SQL, PRIVATE_DIR, Database, RegistryError, Transaction, guarded, private_file
 from schedulers.registry.files import (
     Artifact,
     list_artifacts,
@@ -64,14 +54,12 @@ from schedulers.registry.files import (
 )
 from schedulers.registry.records import (
     LIST_COLUMNS,
-    RegistryError,
     Run,
     RunNotFound,
     StateChange,
     as_float,
     as_int,
     as_str,
-    guarded,
     run_from_row,
     state_detail,
 )
@@ -94,7 +82,7 @@ class RunRegistry(SweepTable):
         self.home = Path(home).resolve() if home is not None else flowtrain_home()
         self.db_path = Path(db_path).resolve() if db_path is not None else self.home / "flowtrain.db"
         self.runs_dir = self.home / "runs"
-        self._local = threading.local()
+        self.db = Database(self.db_path)
         for folder in (self.db_path.parent, self.runs_dir):
             try:
                 folder.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
@@ -104,86 +92,18 @@ class RunRegistry(SweepTable):
             private_file(self.db_path)
         except OSError as exc:
             raise RegistryError(f"cannot create the run registry {self.db_path}: {exc.strerror}") from exc
-        self._migrate()
-
-    @guarded
-    def _migrate(self) -> None:
-        """Create the schema in a new file, or bring an older file up to :data:`SCHEMA_VERSION`."""
-        db = self._conn()
-        while True:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == SCHEMA_VERSION:
-                return
-            if version > SCHEMA_VERSION:
-                raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
-                                    f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
-            if version != 0 and version not in MIGRATIONS:
-                raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
-                                    "schedulers/registry/runs.py upgrades; restore it from a backup or move it away")
-            with self._tx() as tx:
-                # Another process may have migrated between the check and this (exclusive) transaction.
-                if tx.execute("PRAGMA user_version").fetchone()[0] != version:
-                    continue
-                steps = statements(SCHEMA) if version == 0 else MIGRATIONS[version]
-                for statement in steps:
-                    tx.execute(statement)
-                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION if version == 0 else version + 1}")
+        self.db.migrate()
 
     # -- connections ------------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise RegistryError(f"{self.db_path}: SQLite refused WAL mode (got {mode!r}); "
-                                    "put FLOWTRAIN_HOME on a local file system")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+        return self.db.conn()
+
+    def _tx(self) -> Transaction:
+        return self.db.tx()
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    class _Tx:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; on an error, ``ROLLBACK`` only if SQLite still has the
-        transaction open (a full disk may have ended it already), so the first error is the one raised."""
-
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            self.conn = conn
-
-        def __enter__(self) -> sqlite3.Connection:
-            self.conn.execute("BEGIN IMMEDIATE")
-            return self.conn
-
-        def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-            if exc_type is None:
-                try:
-                    self.conn.execute("COMMIT")
-                except sqlite3.Error as commit_error:
-                    self._rollback(commit_error)
-                    raise
-            else:
-                self._rollback(exc)
-
-        def _rollback(self, cause: BaseException | None) -> None:
-            if not self.conn.in_transaction:
-                return
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                if cause is None:
-                    raise
-                cause.add_note(f"(the rollback after it failed too: {exc})")
-
-    def _tx(self) -> RunRegistry._Tx:
-        return RunRegistry._Tx(self._conn())
+        self.db.close()
 
     # -- creating and updating --------------------------------------------------------------------
 

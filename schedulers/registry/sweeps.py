@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import FlowTrainError
-from schedulers.registry.db import PRIVATE_DIR
-from schedulers.registry.records import LIST_COLUMNS, RegistryError, Run, guarded, run_from_row
+from schedulers.registry.db import PRIVATE_DIR, RegistryError, guarded
+from schedulers.registry.records import LIST_COLUMNS, Run, run_from_row
 
 
 class SweepNotFound(FlowTrainError):

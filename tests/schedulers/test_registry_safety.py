@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.registry.db import SCHEMA_VERSION
-from schedulers.registry.records import RegistryError
+from schedulers.registry.db import SCHEMA_VERSION, RegistryError
 from schedulers.registry.runs import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +81,7 @@ def test_a_registry_damaged_after_opening_raises_registry_error(tmp_path: Path) 
 FULL_DISK = r"""
 import json, resource, signal, sys
 from pathlib import Path
-from schedulers.registry.records import RegistryError
+from schedulers.registry.db import RegistryError
 from schedulers.registry.runs import RunRegistry
 reg = RunRegistry(home=sys.argv[1])
 reg.get(sys.argv[2])  # reading still works

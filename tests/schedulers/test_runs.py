@@ -16,8 +16,9 @@ import pytest
 from schedulers.base import Executor, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.local import LocalExecutor
 from schedulers.reconcile import cancel_run, reconcile
+from schedulers.registry.db import RegistryError
 from schedulers.registry.files import classify, read_metrics
-from schedulers.registry.records import RegistryError, RunNotFound
+from schedulers.registry.records import RunNotFound
 from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 
