@@ -66,10 +66,13 @@ def refresh_states(registry: RunRegistry, executors: Any, user: str, *, run_ids:
                    exporter: ExportWorker | None = None) -> ReconcileReport:
     """What a render of the Runs page does to the states: the scheduler's answer recorded (one query
     per scheduler), nothing more. A run that completed has its ``model.onnx`` pending in the registry;
-    the export worker, woken here, writes it in its own thread, so no render waits for a framework."""
+    the export worker, woken here, writes it in its own thread, so no render waits for a framework.
+    The worker starts with the first render (its first pass: exports left pending by a process that
+    died after recording COMPLETED)."""
+    worker = exporter or exporter_for(str(registry.home))
     report = reconcile(registry, executors, run_ids=run_ids, user=user)
     if any(c.state == RunState.COMPLETED.value for c in report.changes):
-        (exporter or exporter_for(str(registry.home))).wake()
+        worker.wake()
     return report
 
 

@@ -21,6 +21,7 @@ from schedulers.base import JobStatus, RunState
 from schedulers.model_export import ExportWorker
 from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
+from tests.op_cases import flatten_linear_spec
 
 
 class FinishedExecutor:
@@ -64,3 +65,24 @@ def test_a_render_returns_while_the_completed_runs_export_is_still_running(
     wait_until(lambda: registry.get(run.id).export == "written", timeout=120, message="model.onnx to be written")
     assert (run.run_dir / "model.onnx").stat().st_size > 40_000_000  # ResNet-18's 11.7 M float32 weights
     assert worker.last_error is None
+
+
+def test_the_first_render_exports_what_a_dead_process_left_pending(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run recorded COMPLETED by a process that died before its export: the portal's first render
+    starts the worker (the page's own, not one the test makes), whose first pass writes it."""
+    spec = flatten_linear_spec()
+    weights = random_canonical(validate(spec), seed=3)
+    monkeypatch.setattr(core.trained, "read_trained_many",
+                        lambda folders, **kw: iter([(Path(f), Trained("torch", "model/model.pt", weights))
+                                                    for f in folders]))
+    registry = RunRegistry(home=tmp_path / "home")
+    run = registry.create_run(user="alice", spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework="torch",
+                              scheduler="local", name=spec.name)
+    registry.mark_submitted(run.id, "7")
+    registry.record_status(run.id, JobStatus("7", RunState.COMPLETED, exit_code=0))
+    assert registry.get(run.id).export == "pending"
+    report = refresh_states(registry, {}, "alice")  # nothing active to ask: no scheduler needed
+    assert report.checked == 0 and not report.errors
+    wait_until(lambda: registry.get(run.id).export == "written", timeout=60, message="the leftover export")
+    assert (run.run_dir / "model.onnx").is_file()
