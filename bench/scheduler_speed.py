@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from core.load import load_spec  # noqa: E402
 from schedulers.discovery import discover  # noqa: E402
 from schedulers.launch import Executors, plan, submit_run  # noqa: E402
-from schedulers.runs import RunRegistry  # noqa: E402
+from schedulers.registry.runs import RunRegistry  # noqa: E402
 from settings import load_settings  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "digits_cnn.json"

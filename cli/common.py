@@ -17,7 +17,8 @@ from core.load import spec_from_dict
 from core.spec import PipelineSpec
 from schedulers.base import SchedulerError
 from schedulers.launch import Executors
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import follow
+from schedulers.registry.runs import RunRegistry
 from settings import Settings
 from settings.access import acting_user
 
@@ -55,7 +56,7 @@ def command_user(settings: Settings, args: argparse.Namespace) -> str:
 def reconcile_quietly(registry: RunRegistry, executors: Executors, **kw: Any) -> None:
     """Refresh states; a scheduler that cannot be asked is a warning here (the registry still shows
     the last known state), never a silent success."""
-    report = registry.reconcile(executors, **kw)
+    report = follow(registry, executors, **kw)
     for err in report.errors:
         print(f"warning: states not refreshed: {err}", file=sys.stderr)
 

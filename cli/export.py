@@ -17,7 +17,7 @@ from core.load import load_spec
 from core.validate import validate
 from core.weights import load_npz, random_canonical
 from schedulers.model_export import export_run_onnx
-from schedulers.runs import RUN_ID_RE, RunRegistry
+from schedulers.registry.runs import RUN_ID_RE, RunRegistry
 from settings import load_settings
 from settings.access import acting_user
 

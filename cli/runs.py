@@ -35,8 +35,10 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.model_export import export_note
-from schedulers.run_files import tail_of
-from schedulers.runs import Run, RunRegistry, StateChange
+from schedulers.reconcile import cancel_run, fetch_accounting
+from schedulers.registry.files import tail_of
+from schedulers.registry.records import Run, StateChange
+from schedulers.registry.runs import RunRegistry
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import listing_user, os_user
 
@@ -281,7 +283,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     reconcile_quietly(registry, _executors(registry), run_ids=[args.run])
     registry.sync_metrics(args.run)
     try:
-        registry.fetch_accounting(args.run, _executors(registry), user)
+        fetch_accounting(registry, args.run, _executors(registry), user)
     except SchedulerError as exc:
         print(f"warning: no accounting record: {exc}", file=sys.stderr)
     run = registry.get(args.run, user)
@@ -387,7 +389,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         from cli import sweeps
 
         return sweeps.cancel(registry, args.run, user)
-    run = registry.cancel(args.run, _executors(registry), user=user)
+    run = cancel_run(registry, args.run, _executors(registry), user=user)
     print(f"run {run.id}: {run.state.value}" + ("" if run.is_final else " (cancel requested; it ends after "
                                                  "writing a checkpoint)"))
     return 0

@@ -27,7 +27,9 @@ from core.load import load_spec
 from core.sweep import expand_sweep, load_sweep
 from schedulers.base import RunState
 from schedulers.launch import Executors
-from schedulers.runs import RunRegistry, StateChange, Sweep
+from schedulers.registry.records import StateChange
+from schedulers.registry.runs import RunRegistry
+from schedulers.registry.sweeps import Sweep
 from schedulers.sweeps import cancel_sweep, ranked_points, submit_sweep, sweep_counts, wait_for_sweep
 from settings import SCHEDULERS, load_settings
 from settings.access import listing_user

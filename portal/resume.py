@@ -4,8 +4,7 @@ The generated program resumes from the newest complete checkpoint in *its own* f
 (``checkpoints/ckpt-<step><suffix>``, docs/generated-program.md), and a resubmitted run gets a new
 folder: by itself it starts again from epoch 1. So a resume copies the stopped run's last checkpoint
 into the new run's folder after the program is written there and before the job is submitted
-(:class:`SeedingExecutors` wraps the executors :func:`schedulers.launch.submit_run` submits
-through). The program accepts it only when it was written for the same spec (its hash) and
+(:func:`seed`, the ``before_submit`` step of :func:`schedulers.launch.launch`). The program accepts it only when it was written for the same spec (its hash) and
 framework: a resume uses both of the stopped run.
 
 Which files make a checkpoint, and which one marks it complete, is read from the run's own
@@ -17,7 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,43 +100,3 @@ def lineage(run: Any, runs: Sequence[Any]) -> str:
     if children:
         parts.append(("resumed" if parts else "Resumed") + f" as run {', '.join(children)}")
     return "; ".join(parts) + ("." if parts else "")
-
-
-class _SeedingExecutor:
-    """An executor that puts the checkpoint into a job's run folder before submitting the job."""
-
-    def __init__(self, inner: Any, checkpoint: Checkpoint, parent: str | None = None) -> None:
-        self._inner = inner
-        self._checkpoint = checkpoint
-        self._parent = parent
-
-    def submit(self, request: Any) -> str:
-        seed(Path(request.run_dir), self._checkpoint, self._parent)
-        return self._inner.submit(request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class SeedingExecutors(Mapping[str, Any]):
-    """``executors`` (a :class:`schedulers.launch.Executors`), except that a job submitted through an
-    executor from :meth:`make` (what ``submit_run`` uses) starts with ``checkpoint`` in its folder, and
-    names ``parent`` (the run resumed) there."""
-
-    def __init__(self, executors: Any, checkpoint: Checkpoint, parent: str | None = None) -> None:
-        self._executors = executors
-        self.checkpoint = checkpoint
-        self.parent = parent
-        self.home = executors.home
-
-    def make(self, scheduler: str, python: str | None = None) -> Any:
-        return _SeedingExecutor(self._executors.make(scheduler, python=python), self.checkpoint, self.parent)
-
-    def __getitem__(self, scheduler: str) -> Any:
-        return self._executors[scheduler]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._executors)
-
-    def __len__(self) -> int:
-        return len(self._executors)

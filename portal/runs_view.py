@@ -1,16 +1,18 @@
 """The runs page: submit the current pipeline, list the user's runs, follow one live, compare several.
 
-Everything goes through the run registry (:mod:`schedulers.runs`) and :mod:`schedulers.launch`; the
+Everything goes through the run registry (:mod:`schedulers.registry.runs`) and :mod:`schedulers.launch`; the
 registry is asked with the signed-in user, so nobody sees or cancels another user's run.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import shlex
 import shutil
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,13 @@ from core.frameworks import FRAMEWORKS
 from portal import data_needs, limits, sweeps_view, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
-from portal.resume import SeedingExecutors, last_checkpoint, lineage
+from portal.resume import Checkpoint, last_checkpoint, lineage, seed
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
-from schedulers.runs import Run, RunNotFound, RunRegistry
+from schedulers.model_export import ExportWorker
+from schedulers.reconcile import cancel_run, fetch_accounting, reconcile
+from schedulers.registry.records import ReconcileReport, Run, RunNotFound
+from schedulers.registry.runs import RunRegistry
 from settings import Settings
 
 REFRESH_S = 2.0
@@ -52,6 +57,26 @@ def executors_for(home: str) -> Any:
     return Executors(home)
 
 
+@st.cache_resource(show_spinner=False)
+def exporter_for(home: str) -> ExportWorker:
+    """The portal process's one export worker: writes completed runs' ``model.onnx`` off the pages."""
+    return ExportWorker(registry_for(home))
+
+
+def refresh_states(registry: RunRegistry, executors: Any, user: str, *, run_ids: list[str] | None = None,
+                   exporter: ExportWorker | None = None) -> ReconcileReport:
+    """What a render of the Runs page does to the states: the scheduler's answer recorded (one query
+    per scheduler), nothing more. A run that completed has its ``model.onnx`` pending in the registry;
+    the export worker, woken here, writes it in its own thread, so no render waits for a framework.
+    The worker starts with the first render (its first pass: exports left pending by a process that
+    died after recording COMPLETED)."""
+    worker = exporter or exporter_for(str(registry.home))
+    report = reconcile(registry, executors, run_ids=run_ids, user=user)
+    if any(c.state == RunState.COMPLETED.value for c in report.changes):
+        worker.wake()
+    return report
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "–"
@@ -69,19 +94,22 @@ def when(t: float | None) -> str:
 
 
 def _do_submit(spec: Any, settings: Settings, user: str, framework: str, registry: RunRegistry,
-               executors: Any) -> Run | None:
-    from schedulers.launch import plan, submit_run
+               executors: Any, before_submit: Callable[[Path], Any] | None = None) -> Run | None:
+    """The steps of :func:`schedulers.launch.submit_run`, one by one so that the page shows each:
+    check (pin, validate once) → plan → launch. ``before_submit``: see :func:`schedulers.launch.launch`."""
+    from schedulers.launch import check, launch, plan
 
     with st.status("Submitting the pipeline…", expanded=True) as status:
         try:
+            checked = check(spec, user, settings)
             status.write("Choosing the framework and partition (installed frameworks, free resources)…")
-            selection = plan(spec, scheduler=settings.scheduler, framework=framework, executors=executors,
+            selection = plan(checked, scheduler=settings.scheduler, framework=framework, executors=executors,
                              settings=settings, user=user)
             if selection.reasons:
                 status.write(selection.reasons[0])
             status.write("Generating the training program and submitting it…")
-            run = submit_run(spec, registry=registry, user=user, scheduler=settings.scheduler, framework=framework,
-                             executors=executors, selection=selection, settings=settings)
+            run = launch(checked, selection, registry=registry, scheduler=settings.scheduler, executors=executors,
+                         before_submit=before_submit)
         except (FlowTrainError, SchedulerError) as err:
             status.update(label="Submission failed", state="error")
             st.error(str(err))
@@ -157,7 +185,7 @@ def _chart(rows: list[dict[str, Any]], metric: str, color: str = "series") -> No
 def _cancel(registry: RunRegistry, executors: Any, run_id: str, user: str) -> None:
     st.session_state.pop(CONFIRM_CANCEL, None)
     try:
-        registry.cancel(run_id, executors, user)
+        cancel_run(registry, run_id, executors, user)
         st.session_state["runs.notice"] = ("info", f"Cancel requested for run {run_id}.")
     except (FlowTrainError, SchedulerError) as err:
         st.session_state["runs.notice"] = ("error", f"Could not cancel {run_id}: {err}")
@@ -239,7 +267,7 @@ def fetch_command(run_id: str, path: str) -> str:
 
 
 def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_final: bool) -> None:
-    report = registry.reconcile(executors, run_ids=[run_id], user=user)
+    report = refresh_states(registry, executors, user, run_ids=[run_id])
     for err in report.errors:
         st.warning(f"State not refreshed: {err}")
     try:
@@ -276,7 +304,7 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
             st.error(f"{run.state.value} ({code})" + (f": {run.reason}" if run.reason else ""))
     if run.is_final and run.scheduler == "slurm":
         try:
-            record = registry.fetch_accounting(run.id, executors, user)
+            record = fetch_accounting(registry, run.id, executors, user)
         except SchedulerError as err:
             st.warning(f"No accounting record: {err}")
         else:
@@ -315,13 +343,17 @@ def run_label(run: Run) -> str:
     return f"{run.name} · {when(run.created)}"
 
 
-def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry, executors: Any) -> None:
+def _resubmit(spec_of: Run, settings: Settings, user: str, registry: RunRegistry, executors: Any,
+              checkpoint: Checkpoint | None = None) -> None:
+    """A new run of ``spec_of``'s spec and framework; from ``checkpoint`` (copied into the new run's
+    folder before its job is submitted) when given."""
     try:
         spec = spec_of.spec()
     except FlowTrainError as err:
         st.error(str(err))
         return
-    new = _do_submit(spec, settings, user, spec_of.framework, registry, executors)
+    new = _do_submit(spec, settings, user, spec_of.framework, registry, executors,
+                     None if checkpoint is None else functools.partial(seed, checkpoint=checkpoint, parent=spec_of.id))
     if new is not None:
         st.session_state["runs.pending_select"] = new.id
         st.session_state["runs.submitted"] = f"Submitted run {new.id}: {new.framework} on {new.scheduler}."
@@ -355,7 +387,7 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
             f"Resume from step {ckpt.step:,}", key="runs.resume",
             help=f"A new run of the same pipeline and framework that starts from this run's last checkpoint (step "
                  f"{ckpt.step:,}, copied into the new run's folder); its curves begin there."):
-        _resubmit(registry.get(run_id, user), settings, user, registry, SeedingExecutors(executors, ckpt, run_id))
+        _resubmit(registry.get(run_id, user), settings, user, registry, executors, ckpt)
     c.button("Open in editor", key="runs.open", on_click=_open_in_editor, args=(ed, registry.get(run_id, user)))
     if st.session_state.get(CONFIRM_CANCEL) == run_id and not final:
         st.warning(f"Cancel run {run_id}? Its job is stopped; the files it wrote so far stay.")
@@ -413,7 +445,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
                      help="Dismiss this message")
     submit_section(ed, settings, user, registry, executors)
     st.divider()
-    report = registry.reconcile(executors, user=user)
+    report = refresh_states(registry, executors, user)
     for err in report.errors:
         st.warning(f"States not refreshed: {err}")
     runs = registry.list_runs(user=user, limit=MAX_LISTED)

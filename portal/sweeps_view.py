@@ -17,7 +17,8 @@ import streamlit as st
 
 from core.errors import FlowTrainError
 from schedulers.base import SchedulerError
-from schedulers.runs import RunRegistry, Sweep
+from schedulers.registry.runs import RunRegistry
+from schedulers.registry.sweeps import Sweep
 from schedulers.sweeps import PointRow, cancel_sweep, ranked_points, sweep_counts
 
 MAX_LISTED = 50

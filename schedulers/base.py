@@ -1,9 +1,10 @@
 """The executor interface shared by the local and Slurm backends.
 
 Kept deliberately small (after submitit): an executor submits a prepared run
-directory, reports the state of its jobs (one or many at once), cancels a job, says
-when it started and ended and where its log is. :class:`Executor` lists everything the
-run registry (:mod:`schedulers.runs`) calls, and every backend implements all of it.
+directory, reports the state of its jobs (one or many at once, with their start and end times
+where it records them), cancels a job and says where its log is. :class:`Executor` lists
+everything the orchestrator (:mod:`schedulers.reconcile`, :mod:`schedulers.launch`) calls, and
+every backend implements all of it.
 Everything a backend reports is translated into one :class:`RunState` model so
 that the registry and the portal never see backend-specific strings.
 """
@@ -87,6 +88,8 @@ class JobRequest:
     env: tuple[tuple[str, str], ...] = ()
     module: str | None = None  # an Lmod module job.sbatch loads before the launch line
     modulepath: tuple[str, ...] = ()
+    python: str | None = None  # the selected environment's interpreter (None: the executor's own), so
+    # that one executor per scheduler submits jobs for every environment
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class JobStatus:
     reason: str = ""
     restarts: int = 0
     nodes: str = ""
+    started: float | None = None  # when the job started and ended, where the backend records it (the
+    ended: float | None = None  # local executor); None: the registry records when it saw the change
 
 
 @dataclass(frozen=True)
@@ -127,19 +132,21 @@ class Executor(Protocol):
     def statuses(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         """Current states of many jobs, asked in one go (one ``squeue``, one pass over the state files)."""
 
-    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
-        """(started, ended) as the backend recorded them; ``None`` where it keeps no such time (the
-        registry then records when it saw the change)."""
-
     def cancel(self, job_id: str) -> None:
         """Ask the backend to stop the job."""
 
     def log_path(self, job_id: str) -> Path | None:
         """The job's combined stdout/stderr file, if known."""
 
+
+@runtime_checkable
+class AccountingExecutor(Executor, Protocol):
+    """An executor whose backend keeps an accounting database (Slurm's slurmdbd); the local executor
+    keeps none and does not pretend to."""
+
     def accounting(self, job_id: str) -> JobAccounting | None:
         """The finished job's accounting record (elapsed, CPU time, max RSS, exit code); ``None`` where
-        the backend keeps none (no slurmdbd, the local executor) or has none yet."""
+        the cluster has no slurmdbd or no record yet."""
 
 
 @runtime_checkable

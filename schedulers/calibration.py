@@ -25,7 +25,7 @@ from core.errors import FlowTrainError
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Executor, JobRequest, Resources, SchedulerError
-from schedulers.run_files import read_result, tail_file
+from schedulers.registry.files import read_result, tail_file
 from schedulers.selector import Candidate, Selection
 from schedulers.speed import Measurement, SpeedCache, speed_key, stale_reason, train_macs_per_sample
 from settings import Settings

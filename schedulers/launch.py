@@ -1,11 +1,17 @@
-"""From a spec to a followed run: choose, generate, submit, record, wait.
+"""From a spec to a followed run: one way through, in explicit steps, each taking the last one's result.
 
-The one path both the CLI (``python -m flowtrain run``) and the portal use::
+    load (core.load) → check: pin (data source, init weights) and validate, once → plan: select,
+    calibrate where asked → launch: generate, submit, record → follow (schedulers.reconcile)
+
+:func:`submit_run` is that sequence for the command line (``python -m flowtrain run``); the portal
+calls the same steps itself (it shows the plan's reasons before launching). No step repeats another's
+work: the :class:`Checked` spec carries its :class:`~core.validate.Analysis`, and one executor per
+scheduler both submits (the environment's interpreter travels in the job request) and reconciles::
 
     registry = RunRegistry()                                  # under settings.flowtrain_home()
     executors = Executors(registry.home)
     run = submit_run(spec, registry=registry, user="alice", scheduler="slurm", executors=executors)
-    run = wait_for_run(registry, run.id, executors)          # or registry.reconcile(executors) now and then
+    run = wait_for_run(registry, run.id, executors)          # or reconcile(registry, executors) now and then
 
 Slurm configured but unreachable is an error (:class:`~schedulers.base.SchedulerError`), never a
 silent switch to the local machine.
@@ -16,7 +22,7 @@ from __future__ import annotations
 import getpass
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +32,9 @@ from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
 from schedulers.pinning import pin_run
-from schedulers.runs import Run, RunRegistry, StateChange
+from schedulers.reconcile import follow, reconcile
+from schedulers.registry.records import Run, StateChange
+from schedulers.registry.runs import RunRegistry
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation
@@ -53,7 +61,8 @@ class Executors(Mapping[str, Executor]):
         self._made: dict[str, Executor] = {}
 
     def make(self, scheduler: str, python: str | None = None) -> Executor:
-        """A fresh executor whose jobs run ``python`` (the selected environment's interpreter)."""
+        """A fresh executor whose jobs run ``python`` unless their request names an interpreter (a
+        submission uses ``self[scheduler]``, the one that also reconciles, and names it there)."""
         if scheduler == "local":
             return LocalExecutor(self.home / "local", python=python, cpus=self.local_cpus, gpus=self.local_gpus)
         if scheduler == "slurm":
@@ -119,8 +128,27 @@ def accounting_for(executors: Executors, user: str | None = None) -> Accounting 
     return read_accounting(user or submitting_user(executors), slurm_commands(executors))
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A spec as its run will read it: pinned for ``user`` (data source and init weights resolved inside
+    their roots) and validated once. Every later step takes it; none pins or validates again."""
+
+    spec: PipelineSpec
+    analysis: Analysis
+    user: str
+
+
+def check(spec: PipelineSpec, user: str, settings: Settings, spec_dir: Path | None = None) -> Checked:
+    """Pin the spec for ``user`` (:func:`schedulers.pinning.pin_run`: a path outside the user's roots, or a
+    folder source's member linked outside them, is a
+    :class:`~core.errors.SpecError` before anything is created), then validate it: the one validation
+    of a submission. ``spec_dir``: the spec file's folder, where ``training.init_weights`` may lie."""
+    pinned = pin_run(spec, user, settings, spec_dir)
+    return Checked(pinned, validate(pinned), user)
+
+
 def plan(
-    spec: PipelineSpec,
+    spec: PipelineSpec | Checked,
     *,
     scheduler: str | None = None,
     framework: str | None = None,
@@ -137,6 +165,9 @@ def plan(
     """Discovery (cached) + the scheduler's utilisation (+ accounting on Slurm) + :func:`select`, with
     the speeds cached under the home folder (:mod:`schedulers.speed`).
 
+    ``spec``: a :class:`Checked` spec (a submission: planned as it will run, its analysis reused), or a
+    plain one (the ``select`` command, the Cluster page: validated here, or ``analysis`` given).
+
     ``framework``: ``None``/``"auto"`` lets the selector choose (``spec.training.framework`` counts
     as a preference); a framework name is required, not preferred. ``slurm_user``: whose accounts and
     limits apply (default: the user the Slurm transport submits as). ``calibrate``: first run
@@ -148,6 +179,11 @@ def plan(
     scheduler = scheduler or settings.scheduler
     if scheduler not in SCHEDULERS:
         raise SchedulerError(f"unknown scheduler {scheduler!r}; expected {' or '.join(SCHEDULERS)}")
+    checked = spec if isinstance(spec, Checked) else None
+    if checked is not None:
+        spec, analysis = checked.spec, checked.analysis
+    else:
+        analysis = analysis or validate(spec)
     executors = executors or Executors(settings.home)
     if reports is None:
         reports = discover(settings.environments, refresh=refresh)
@@ -163,9 +199,10 @@ def plan(
         return selection
     from schedulers.calibration import calibrate_selection
 
-    pinned = pin_run(spec, user or os_user(), settings)
-    calibrate_selection(pinned, analysis or validate(pinned), selection, scheduler=scheduler, executors=executors,
-                        settings=settings, on_event=on_event, user=user or os_user())
+    # the calibration jobs read the data as the user's run would: a plain spec is pinned for them
+    pinned = checked.spec if checked is not None else pin_run(spec, user or os_user(), settings)
+    calibrate_selection(pinned, analysis, selection, scheduler=scheduler, executors=executors, settings=settings,
+                        on_event=on_event, user=user or os_user())
     util = utilisation_for(scheduler, executors)  # calibration took a while
     return select(spec, analysis, reports, util, scheduler=scheduler, require=require, accounting=accounting,
                   speeds=speeds)
@@ -184,7 +221,6 @@ def submit_run(
     scheduler: str | None = None,
     framework: str | None = None,
     executors: Executors | None = None,
-    selection: Selection | None = None,
     args: Sequence[str] = (),
     job_name: str | None = None,
     settings: Settings | None = None,
@@ -192,45 +228,62 @@ def submit_run(
     on_event: Callable[[str], Any] | None = None,
     spec_dir: Path | None = None,
 ) -> Run:
-    """Pin the data source, choose (unless ``selection`` is given), generate into a new run
-    directory, submit, record.
+    """check (pin, validate) → plan (select, calibrate) → launch (generate, submit, record).
 
-    The spec's ``data.source`` is resolved for ``user`` first (:func:`schedulers.pinning.pin_run`):
-    a source outside the user's data roots, or a folder source with a member linked outside them, is refused (:class:`~core.errors.SpecError` at
-    ``data.source``) before anything is created, and the resolved absolute path is what the
-    registry stores and the generated program reads.
+    ``framework``/``calibrate``/``on_event``: as for :func:`plan`; ``spec_dir``: as for :func:`check`;
+    ``args``/``job_name``: as for :func:`launch`.
+    """
+    settings = settings or load_settings()
+    scheduler = scheduler or settings.scheduler
+    executors = executors or Executors(registry.home)
+    checked = check(spec, user, settings, spec_dir)
+    selection = plan(checked, scheduler=scheduler, framework=framework, executors=executors, settings=settings,
+                     calibrate=calibrate, user=user, on_event=on_event)
+    return launch(checked, selection, registry=registry, scheduler=scheduler, executors=executors, args=args,
+                  job_name=job_name)
 
-    ``calibrate``/``on_event``: as for :func:`plan` (calibration jobs first where no measurement is cached).
-    ``spec_dir``: the folder of the spec file, where ``training.init_weights`` may lie (the command line).
 
-    ``args``: extra arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). A failure after the
-    run was created (generation, submission) marks the run FAILED with the reason, then re-raises.
+def launch(
+    checked: Checked,
+    selection: Selection,
+    *,
+    registry: RunRegistry,
+    scheduler: str,
+    executors: Mapping[str, Executor],
+    args: Sequence[str] = (),
+    job_name: str | None = None,
+    before_submit: Callable[[Path], Any] | None = None,
+) -> Run:
+    """Generate the checked spec's program for the selection into a new run directory, submit it
+    through the scheduler's one executor, record it; returns the run.
+
+    The registry stores the pinned spec, which is what the generated program reads. ``args``: extra
+    arguments for ``train.py`` (e.g. ``("--max-steps", "20")``). ``before_submit(run_dir)``: runs once
+    the program is written, before the job is submitted (a resume copies a checkpoint in). A failure
+    after the run was created (generation, submission) marks the run FAILED with the reason, then
+    re-raises.
     """
     from core.codegen import generate
 
-    settings = settings or load_settings()
-    spec = pin_run(spec, user, settings, spec_dir)
-    scheduler = scheduler or settings.scheduler
-    executors = executors or Executors(registry.home)
-    analysis = validate(spec)
-    selection = (selection or plan(spec, scheduler=scheduler, framework=framework, analysis=analysis,
-                                   executors=executors, settings=settings, calibrate=calibrate, user=user,
-                                   on_event=on_event)).require()
-    framework_name = str(selection.framework)
+    selection = selection.require()
+    spec, framework_name = checked.spec, str(selection.framework)
     partition = None if scheduler == "local" else selection.partition
     run = registry.create_run(
-        user=user, spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework=framework_name,
+        user=checked.user, spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework=framework_name,
         scheduler=scheduler, name=spec.name, partition=selection.partition, environment=selection.python,
         selection=selection.to_dict(), data_source=spec.data.source,
     )
     try:
-        program = generate(spec, framework_name, analysis)
-        program.write(run.run_dir)
-        executor = executors.make(scheduler, python=selection.python)
+        generate(spec, framework_name, checked.analysis).write(run.run_dir)
+        if before_submit is not None:
+            before_submit(run.run_dir)
+        executor = executors.get(scheduler)
+        if executor is None:
+            raise SchedulerError(f"unknown scheduler {scheduler!r}; expected {' or '.join(SCHEDULERS)}")
         request = JobRequest(
             run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
             resources=replace(selection.resources, partition=partition), args=tuple(args),
-            module=selection.module, modulepath=selection.modulepath,
+            module=selection.module, modulepath=selection.modulepath, python=selection.python,
         )
         job_id = executor.submit(request)
     except Exception as exc:
@@ -238,7 +291,7 @@ def submit_run(
         raise
     registry.mark_submitted(run.id, job_id, f"submitted to {scheduler} as job {job_id}"
                             + (f" on partition {partition}" if partition else ""))
-    registry.reconcile({scheduler: executor}, run_ids=[run.id], metrics=False)
+    reconcile(registry, {scheduler: executor}, run_ids=[run.id], metrics=False)
     return registry.get(run.id)
 
 
@@ -257,7 +310,7 @@ def wait_for_run(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        report = registry.reconcile(executors, run_ids=[run_id])
+        report = follow(registry, executors, run_ids=[run_id])
         if report.errors:
             raise SchedulerError("; ".join(report.errors))
         for change in report.changes:

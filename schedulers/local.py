@@ -47,7 +47,7 @@ from typing import Any
 
 import psutil
 
-from schedulers.base import ArraySubmission, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
+from schedulers.base import ArraySubmission, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.jobenv import JOB_UMASK, job_environment
 from settings import flowtrain_home
 
@@ -144,7 +144,7 @@ class LocalJob:
     def to_status(self) -> JobStatus:
         return JobStatus(job_id=self.job_id, state=self.run_state, exit_code=self.exit_code,
                          signal=self.signal, reason=self.reason, restarts=self.restarts,
-                         nodes="localhost" if self.pid else "")
+                         nodes="localhost" if self.pid else "", started=self.started, ended=self.ended)
 
 
 def describe_exit(exit_code: int | None, sig: int | None) -> str:
@@ -332,7 +332,8 @@ class LocalExecutor:
                                  "Lower training.resources.gpus_per_node or use --scheduler slurm")
         return LocalJob(
             job_id=f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}",
-            run_dir=str(run_dir), name=request.name, framework=request.framework, python=self.python,
+            run_dir=str(run_dir), name=request.name, framework=request.framework,
+            python=request.python or self.python,
             script=request.script, args=list(request.args), env=[list(kv) for kv in request.env],
             resources=asdict(r), cpus=cpus, gpus=r.gpus_per_node, submitted=time.time(),
             reason="waiting for free CPUs/GPUs on this machine",
@@ -360,10 +361,6 @@ class LocalExecutor:
     def log_path(self, job_id: str) -> Path | None:
         return Path(self._load(job_id).run_dir) / LOG_NAME
 
-    def accounting(self, job_id: str) -> JobAccounting | None:
-        """``None``: the local machine keeps no accounting database (the run's times are the registry's)."""
-        return None
-
     # -- beyond the protocol ----------------------------------------------------------------------
 
     def job(self, job_id: str) -> LocalJob:
@@ -389,11 +386,6 @@ class LocalExecutor:
         if missing:
             raise SchedulerError(f"local job(s) {', '.join(missing)} unknown to the local executor at {self.state_dir}")
         return {j: by_id[j].to_status() for j in job_ids}
-
-    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
-        """(started, ended) as the executor saw them — also for jobs that ended while no portal ran."""
-        job = self._load(job_id)
-        return job.started, job.ended
 
     def allocated(self) -> tuple[int, int, int, int]:
         """(CPUs, GPUs, running jobs, pending jobs) of the jobs this executor tracks."""

@@ -1,12 +1,14 @@
-"""Every completed run gets ``model.onnx``, whatever its framework.
+"""Every completed run gets ``model.onnx``, whatever its framework, off the path of any page.
 
-When the registry records runs as COMPLETED (:meth:`schedulers.runs.RunRegistry.reconcile`, which
-``run --wait``, ``status`` and the portal's pages call), :func:`export_completed_runs` reads each
-run's final model back as canonical weights — in a subprocess of the run's own interpreter, which
-has its framework (:func:`core.trained.read_trained`) — and writes ONNX from the spec and those
-weights (:mod:`core.onnx_export`, no framework) to ``<run dir>/model.onnx``. The outcome is a line
-in the run's history; a failure is recorded there as a warning and never fails the run or the
-caller.
+When the registry records a run COMPLETED it records its export as pending, in the same transaction
+(:meth:`schedulers.registry.runs.RunRegistry.record_status`): durable, so a process that dies right
+after is no loss. :func:`export_pending` then reads each pending run's final model back as canonical
+weights — in a subprocess of the run's own interpreter, which has its framework
+(:func:`core.trained.read_trained`) — and writes ONNX from the spec and those weights
+(:mod:`core.onnx_export`, no framework) to ``<run dir>/model.onnx``. The command line calls it
+after reconciling (``run --wait``, ``status``); the portal's :class:`ExportWorker` thread calls it
+when a page wakes it, so no page render waits for a framework. The outcome is a line in the run's
+history; a failure is recorded there as a warning and never fails the run or the caller.
 
 A run's recorded interpreter is run only for the run's own user, or when it is one of the configured
 environments' (:func:`checked_python`): an administrator acting for another user (``--user``), or a
@@ -19,13 +21,14 @@ FlowTrain's, the same for every framework.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from core.errors import FlowTrainError
-from schedulers.run_files import ONNX_NAME
-from schedulers.run_records import Run, StateChange
+from schedulers.registry.files import ONNX_NAME
+from schedulers.registry.records import Run, StateChange
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,12 +64,12 @@ def checked_python(run: Run) -> str | None:
 
 
 class RunBook(Protocol):
-    """What the export needs of the run registry (:class:`schedulers.runs.RunRegistry` is one):
-    named here so this module does not import the registry that calls it."""
+    """What the export needs of the run registry (:class:`schedulers.registry.runs.RunRegistry` is
+    one): named here so that the registry and this module do not know each other."""
 
-    def get(self, run_id: str, user: str | None = None) -> Run: ...
+    def pending_exports(self, run_ids: Sequence[str] | None = None, user: str | None = None) -> list[Run]: ...
 
-    def add_event(self, run_id: str, detail: str) -> None: ...
+    def record_export(self, run_id: str, written: bool, detail: str) -> None: ...
 
     def history(self, run_id: str) -> list[StateChange]: ...
 
@@ -88,21 +91,23 @@ def export_run_onnx(run: Run, out: str | Path, *, weights: str | Path | None = N
     return _write(run, trained.weights, out), trained.saved_model
 
 
-def export_completed_runs(registry: RunBook, run_ids: Sequence[str]) -> list[str]:
-    """Write ``<run dir>/model.onnx`` for runs just recorded COMPLETED; the history lines added.
+def export_pending(registry: RunBook, run_ids: Sequence[str] | None = None, user: str | None = None) -> list[str]:
+    """Write ``<run dir>/model.onnx`` for the completed runs whose export is pending (all, or those of
+    ``run_ids``, or of ``user``); returns the history lines added.
 
     The final models are read back with one subprocess per interpreter and framework (for runs
     that completed while no one was looking, importing the framework once). Never raises for an
     export: whatever goes wrong (no final model, a framework that cannot read it, an op without an
     exporter, a full disk) is recorded as a warning in that run's history.
     """
-    if not run_ids:
+    pending = registry.pending_exports(run_ids, user)
+    if not pending:
         return []  # the common case: nothing is imported
     from core.trained import read_trained_many
 
     by_python: dict[str | None, dict[Path, Run]] = {}
     notes = []
-    for run in (registry.get(run_id) for run_id in run_ids):
+    for run in pending:
         try:
             python = checked_python(run)
         except UntrustedInterpreter as exc:
@@ -121,6 +126,40 @@ def export_completed_runs(registry: RunBook, run_ids: Sequence[str]) -> list[str
     return notes
 
 
+class ExportWorker:
+    """A daemon thread that runs :func:`export_pending` when it starts, whenever it is woken, and every
+    ``interval_s`` besides (runs completed by another process): the portal's pages wake it and go on.
+
+    ``export`` is what it runs (default :func:`export_pending`); an error of the registry itself (not
+    of an export, which is recorded per run) is kept in :attr:`last_error` for a page to show.
+    """
+
+    def __init__(self, registry: RunBook, *, interval_s: float = 60.0,
+                 export: Callable[[RunBook], object] | None = None) -> None:
+        self.registry = registry
+        self.interval_s = interval_s
+        self.last_error: str | None = None
+        self._export = export or export_pending
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="flowtrain-onnx-export", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Ask for a pass soon; returns at once."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while True:  # a first pass at once: exports left pending by a process that died
+            self._wake.clear()
+            try:
+                self._export(self.registry)
+            except Exception as exc:  # noqa: BLE001  (kept for the page; the next pass tries again)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            else:
+                self.last_error = None
+            self._wake.wait(self.interval_s)
+
+
 def _write(run: Run, weights: Mapping[str, np.ndarray], out: str | Path) -> Path:
     from core.onnx_export import export_onnx, save_onnx
 
@@ -128,7 +167,8 @@ def _write(run: Run, weights: Mapping[str, np.ndarray], out: str | Path) -> Path
 
 
 def _record(registry: RunBook, run: Run, trained: Trained | Exception) -> str:
-    """Export one run from its trained weights (or the error reading them) and add the history line."""
+    """Export one run from its trained weights (or the error reading them) and record the outcome."""
+    written = False
     try:
         if isinstance(trained, Exception):
             raise trained
@@ -138,8 +178,8 @@ def _record(registry: RunBook, run: Run, trained: Trained | Exception) -> str:
     except Exception as exc:  # noqa: BLE001  (recorded in the run's history: the run itself succeeded)
         detail = f"warning: {ONNX_NAME} not written: {type(exc).__name__}: {exc}"
     else:
-        detail = f"{path.name} written (ONNX opset {OPSET}) from {trained.saved_model}"
-    registry.add_event(run.id, detail[:2000])
+        detail, written = f"{path.name} written (ONNX opset {OPSET}) from {trained.saved_model}", True
+    registry.record_export(run.id, written, detail)
     return detail
 
 

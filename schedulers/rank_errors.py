@@ -28,7 +28,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedulers.run_files import open_no_follow
+from schedulers.registry.files import open_no_follow
 
 MAX_ERROR_BYTES = 4096
 MAX_REASON_CHARS = 600

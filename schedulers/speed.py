@@ -39,7 +39,7 @@ from core.datasets import builtin
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
-from schedulers.registry_db import private_file
+from schedulers.registry.db import private_file
 from settings.access import os_user
 
 DB_NAME = "calibration.db"

@@ -29,7 +29,10 @@ from core.validate import validate
 from schedulers.base import ArrayExecutor, ArraySubmission, Executor, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.launch import Executors, plan
 from schedulers.pinning import pin_points, pin_run
-from schedulers.runs import Run, RunRegistry, StateChange, Sweep
+from schedulers.reconcile import follow, reconcile
+from schedulers.registry.records import Run, StateChange
+from schedulers.registry.runs import RunRegistry
+from schedulers.registry.sweeps import Sweep
 from settings import Settings, load_settings
 
 
@@ -98,7 +101,7 @@ def submit_sweep(
     for run, task in zip(runs, submission.task_ids, strict=True):
         registry.mark_submitted(run.id, task, f"submitted to {scheduler} as task {run.sweep_point} of {what} "
                                 f"{submission.job_id}" + (f" on partition {partition}" if partition else ""))
-    registry.reconcile({scheduler: executor}, run_ids=[r.id for r in runs], metrics=False)
+    reconcile(registry, {scheduler: executor}, run_ids=[r.id for r in runs], metrics=False)
     return registry.get_sweep(record.id)
 
 
@@ -162,7 +165,7 @@ def cancel_sweep(registry: RunRegistry, sweep_id: str, executors: Mapping[str, E
         executor.cancel_array(ArraySubmission(sweep.job_id, tuple(r.job_id for r in submitted if r.job_id)))
         for run in submitted:
             registry.add_event(run.id, f"cancel of sweep {sweep.id} requested{who}")
-        registry.reconcile(executors, run_ids=[r.id for r in submitted], metrics=False)
+        reconcile(registry, executors, run_ids=[r.id for r in submitted], metrics=False)
     return registry.sweep_runs(sweep.id)
 
 
@@ -181,7 +184,7 @@ def wait_for_sweep(
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     ids = [r.id for r in registry.sweep_runs(sweep_id)]
     while True:
-        report = registry.reconcile(executors, run_ids=ids)
+        report = follow(registry, executors, run_ids=ids)
         if report.errors:
             raise SchedulerError("; ".join(report.errors))
         for change in report.changes:

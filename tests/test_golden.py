@@ -10,7 +10,8 @@ intended change to the templates or the mappers, re-record them with
 
     FLOWTRAIN_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
 
-and review the diff like any other code change.
+(that run fails on purpose, naming what it recorded) and review the diff like any other code change,
+then run the test again without the variable.
 """
 
 from __future__ import annotations
@@ -64,11 +65,16 @@ def test_cases_exist() -> None:
 
 def test_generated_files_match_the_golden_files(program: tuple[str, str, Program]) -> None:
     framework, case, generated = program
+    if RECORD:  # a run that records proves nothing: it fails, so that CI is never green while recording
+        changed = []
+        for name, golden in golden_files(framework, case).items():
+            if not golden.exists() or golden.read_text(encoding="utf-8") != generated.files[name]:
+                golden.parent.mkdir(parents=True, exist_ok=True)
+                golden.write_text(generated.files[name], encoding="utf-8")
+                changed.append(name)
+        pytest.fail(f"FLOWTRAIN_RECORD_GOLDEN=1: recorded {framework}/{case} ({', '.join(changed) or 'unchanged'}); "
+                    "review the diff, then run the test again without it")
     for name, golden in golden_files(framework, case).items():
-        if RECORD:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(generated.files[name], encoding="utf-8")
-            continue
         assert golden.exists(), f"no golden file {golden}; {RERECORD}"
         assert generated.files[name] == golden.read_text(encoding="utf-8"), (
             f"{name} for {framework}/{case} differs from {golden}; if the change is intended, {RERECORD}")

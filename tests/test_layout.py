@@ -41,6 +41,19 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def full_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) of every import in the file, at any depth (``from a.b import c``: a.b.c
+    as well as a.b, since c may be a module)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
 def sources(package: str) -> list[Path]:
     return sorted(p for p in (REPO / package).rglob("*.py") if "__pycache__" not in p.parts)
 
@@ -65,7 +78,7 @@ def test_core_never_imports_a_framework_outside_its_worker() -> None:
 
 def test_the_walker_sees_imports_inside_functions(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("import os.path\n\ndef f():\n    from schedulers.runs import RunRegistry\n"
+    sample.write_text("import os.path\n\ndef f():\n    from schedulers.registry.runs import RunRegistry\n"
                       "    import torch as t\n    from . import sibling\n", encoding="utf-8")
     assert imports(sample) == [(1, "os"), (4, "schedulers"), (5, "torch")]
 
@@ -79,3 +92,26 @@ def test_every_top_level_folder_is_on_the_readme_map() -> None:
                      and p.name not in not_code)
     missing = [f for f in folders if f"`{f}/" not in table]
     assert not missing, f"README's map lacks {missing}"
+
+
+# The registry records and answers: it asks no executor and exports no model (reconcile and the
+# exports are the orchestrator's: schedulers/reconcile.py, schedulers/model_export.py).
+REGISTRY_FORBIDDEN = ("schedulers.local", "schedulers.slurm", "schedulers.launch", "schedulers.reconcile",
+                      "schedulers.sweeps", "schedulers.model_export", "schedulers.rank_errors", "core.onnx_export",
+                      "core.trained")
+
+
+def test_the_registry_imports_no_executor_and_no_exporter() -> None:
+    files = sources("schedulers/registry")
+    assert {p.name for p in files} >= {"db.py", "runs.py", "sweeps.py", "files.py"}, files
+    wrong = [f"{p.relative_to(REPO)}:{line} imports {mod}" for p in files for line, mod in full_imports(p)
+             if any(mod == f or mod.startswith(f + ".") for f in REGISTRY_FORBIDDEN)]
+    assert not wrong, "schedulers/registry/ only records:\n" + "\n".join(wrong)
+
+
+def test_the_registry_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from schedulers import model_export\n    import schedulers.slurm.executor\n",
+                      encoding="utf-8")
+    mods = [m for _, m in full_imports(sample)]
+    assert "schedulers.model_export" in mods and "schedulers.slurm.executor" in mods

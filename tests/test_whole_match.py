@@ -17,7 +17,7 @@ from core.errors import FlowTrainError
 from core.mapping.base import ident
 from schedulers.accounting import read_accounting
 from schedulers.base import SchedulerError
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings.access import AccessError, check_user_name
 from settings.environments import parse_environments
 

@@ -53,7 +53,7 @@ class SlurmExecutor:
                 f"run directory {run_dir} does not exist; generate the program into it before submitting"
             )
         script = run_dir / SCRIPT_NAME
-        text = render_sbatch(request, self.python, requeue=self.requeue_on_failure, signal=self.signal)
+        text = render_sbatch(request, request.python or self.python, requeue=self.requeue_on_failure, signal=self.signal)
         with open(os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
             f.write(text)  # the run's user's alone, whatever the caller's umask (as the job's own files)
         job_id = self.commands.sbatch(script, cwd=run_dir)
@@ -74,8 +74,8 @@ class SlurmExecutor:
                 "as <array>_<task>); run sweeps with FLOWTRAIN_SLURM_TRANSPORT=commands or rest")
         first = requests[0]
         differing = [r.run_dir for r in requests
-                     if (r.framework, r.resources, r.script, r.args, r.env, r.module) !=
-                     (first.framework, first.resources, first.script, first.args, first.env, first.module)]
+                     if (r.framework, r.resources, r.script, r.args, r.env, r.module, r.python) !=
+                     (first.framework, first.resources, first.script, first.args, first.env, first.module, first.python)]
         if differing:
             raise SchedulerError(f"the tasks of one job array share framework, resources and program; "
                                  f"{differing[0]} differs from {first.run_dir}")
@@ -84,7 +84,8 @@ class SlurmExecutor:
             raise SchedulerError(f"run directory {missing[0]} does not exist; generate the programs first")
         array = JobArray(tuple(Path(r.run_dir).resolve() for r in requests), parallelism)
         try:
-            text = render_sbatch(first, self.python, requeue=self.requeue_on_failure, signal=self.signal, array=array)
+            text = render_sbatch(first, first.python or self.python, requeue=self.requeue_on_failure, signal=self.signal,
+                                 array=array)
         except ValueError as exc:
             raise SchedulerError(str(exc)) from exc
         script = Path(script_dir).resolve() / SCRIPT_NAME
@@ -123,11 +124,6 @@ class SlurmExecutor:
             return {}
         live = self.commands.squeue_jobs()
         return {j: (live[j] if j in live else self.job(j)).to_status() for j in wanted}
-
-    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
-        """``(None, None)``: the job records read here carry no start/end times, so the registry keeps
-        the times at which it saw the job start and end (within one reconcile interval)."""
-        return None, None
 
     def accounting(self, job_id: str) -> JobAccounting | None:
         """sacct's record of the finished job (slurmdbd), through the transport."""

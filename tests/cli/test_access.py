@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings.access import os_user
 
 REPO = Path(__file__).resolve().parents[2]

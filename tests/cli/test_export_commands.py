@@ -89,7 +89,7 @@ def test_an_admin_never_runs_the_interpreter_another_users_run_records(tmp_path:
     as its interpreter (a tampered registry row); it is refused, not run as the administrator."""
     import json
 
-    from schedulers.runs import RunRegistry
+    from schedulers.registry.runs import RunRegistry
     from settings.access import os_user
 
     marker = tmp_path / "ran-as-admin"

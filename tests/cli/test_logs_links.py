@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from flowtrain import main
-from schedulers.runs import Run, RunRegistry
+from schedulers.registry.records import Run
+from schedulers.registry.runs import RunRegistry
 from settings.access import os_user
 
 SECRET = "TOKEN=hunter2"

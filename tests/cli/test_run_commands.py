@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from schedulers.base import RunState
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import reconcile
+from schedulers.registry.runs import RunRegistry
 from settings.access import os_user
 from tests.helpers import wait_until
 from tests.slurm_fixture import DevCluster
@@ -223,7 +224,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path, mo
     node = ""
     try:
         def checkpointed() -> bool:
-            reg.reconcile(executors, run_ids=[run.id])
+            reconcile(reg, executors, run_ids=[run.id])
             return any(m["event"] == "checkpoint" for m in reg.metrics(run.id))
 
         wait_until(checkpointed, timeout=180, message=lambda: f"a first checkpoint: {reg.get(run.id)}")
@@ -232,7 +233,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path, mo
         slurm_cluster.update_node(node, State="down", Reason=f"{TEST_REASON}-requeue")
 
         def requeued() -> bool:
-            reg.reconcile(executors, run_ids=[run.id])
+            reconcile(reg, executors, run_ids=[run.id])
             return reg.get(run.id).restarts >= 1
 
         wait_until(requeued, timeout=120, message=lambda: f"the requeue to show: {reg.history(run.id)}")
@@ -244,7 +245,7 @@ def test_node_down_requeues_resumes_and_completes(home: Path, tmp_path: Path, mo
             slurm_cluster.update_job(job_id, StartTime="now")  # Slurm holds a requeued job ~120 s otherwise
 
         def final() -> bool:
-            reg.reconcile(executors, run_ids=[run.id])
+            reconcile(reg, executors, run_ids=[run.id])
             return reg.get(run.id).is_final
 
         wait_until(final, timeout=240, interval=0.5, message=lambda: f"the run to end: {reg.history(run.id)}")

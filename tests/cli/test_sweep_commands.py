@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from schedulers.base import RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.cli.test_run_commands import ME, cli_env, flowtrain
 from tests.helpers import wait_until
 from tests.slurm_fixture import DevCluster

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from core.mapping.base import FRAMEWORKS
 from core.trained import read_trained
 from schedulers.base import RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings.access import os_user
 
 pytestmark = pytest.mark.frameworks

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from schedulers.base import RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.cli.test_run_commands import ME, cli_env, flowtrain
 from tests.data.fixtures import write_shards
 from tests.frameworks.streaming import FRAMEWORKS, run, small_cnn, write_jpegs, write_program

@@ -108,7 +108,7 @@ def test_a_form_edit_after_a_template_changes_only_that_field(app):
 
 def test_open_in_editor_replaces_the_forms_too(app, portal_env):
     from portal.users import default_local_user
-    from schedulers.runs import RunRegistry
+    from schedulers.registry.runs import RunRegistry
 
     spec = zoo.template("lenet5").model_copy(update={"name": "from-a-run"})
     registry = RunRegistry(home=portal_env / "home")

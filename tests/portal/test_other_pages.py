@@ -13,7 +13,8 @@ from core import zoo
 from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import cancel_run
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception, editor, form
 
@@ -92,7 +93,7 @@ def test_cancel_only_reaches_my_own_runs(app, portal_env):
     assert registry.get(pending.id).state == RunState.CANCELLED
     other = _fake_run(registry, "someone-else", "other", RunState.PENDING)
     with pytest.raises(Exception, match="no run"):
-        registry.cancel(other.id, {}, user=me)  # what the page calls: another user's run is "not found"
+        cancel_run(registry, other.id, {}, user=me)  # what the page calls: another user's run is "not found"
     assert registry.get(other.id).state == RunState.PENDING
 
 

@@ -16,7 +16,7 @@ from portal import code_view, limits
 from portal.editor_state import Editor
 from portal.editor_view import import_spec
 from portal.users import default_local_user, hash_password
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings import load_settings
 from tests.portal.conftest import APP, TIMEOUT_S, assert_no_exception, editor
 

@@ -4,6 +4,7 @@ messages that stay."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -11,11 +12,14 @@ import pytest
 
 from core import zoo
 from core.codegen import generate
-from portal.resume import SeedingExecutors, checkpoint_suffixes, last_checkpoint
+from core.validate import validate
+from portal.resume import checkpoint_suffixes, last_checkpoint, seed
 from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobRequest, JobStatus, RunState
-from schedulers.runs import RunRegistry
+from schedulers.launch import Checked, launch
+from schedulers.registry.runs import RunRegistry
+from schedulers.selector import Selection
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception
 
@@ -77,26 +81,24 @@ def test_a_resumed_job_finds_the_checkpoint_in_its_folder_when_it_is_submitted(t
     ckpt = last_checkpoint(tmp_path / "old")
     seen: list[list[str]] = []
 
-    class Executor:
+    class Executor:  # the local scheduler, recording what the job's folder holds when it is submitted
+        name = "local"
+
         def submit(self, request: JobRequest) -> str:
             seen.append(sorted(p.name for p in (request.run_dir / "checkpoints").iterdir()))
             return "7"
 
-        def status(self, job_id: str) -> str:
-            return "asked " + job_id
+        def statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
+            return {j: JobStatus(j, RunState.PENDING) for j in job_ids}
 
-    class Executors(dict):
-        home = tmp_path
-
-        def make(self, scheduler: str, python: str | None = None) -> Executor:
-            return Executor()
-
-    seeding = SeedingExecutors(Executors(local=Executor()), ckpt)
-    executor = seeding.make("local", python="/usr/bin/python3")
-    assert executor.submit(JobRequest(run_dir=tmp_path / "new", name="x", framework="torch")) == "7"
-    assert seen == [["ckpt-40.pt"]] and executor.status("7") == "asked 7"
-    assert (tmp_path / "new" / "checkpoints" / "ckpt-40.pt").read_bytes() == b"state at 40"
-    assert list(seeding) == ["local"] and "local" in seeding
+    spec = zoo.template("mlp")
+    selection = Selection(framework="torch", partition="local", environment=None, python=None, reasons=[],
+                          candidates=[])
+    registry = RunRegistry(home=tmp_path / "home")
+    run = launch(Checked(spec, validate(spec), "alice"), selection, registry=registry, scheduler="local",
+                 executors={"local": Executor()}, before_submit=functools.partial(seed, checkpoint=ckpt))
+    assert seen == [["ckpt-40.pt"]] and run.job_id == "7"
+    assert (run.run_dir / "checkpoints" / "ckpt-40.pt").read_bytes() == b"state at 40"
 
 
 def test_resume_is_offered_for_a_stopped_run_with_a_checkpoint(app, registry):

@@ -13,7 +13,7 @@ from portal.editor_view import GUIDE
 from portal.resume import Checkpoint, lineage, resumed_from, seed
 from portal.users import default_local_user
 from schedulers.base import JobStatus, RunState
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.portal.conftest import as_the_browser, assert_no_exception, editor, messages
 
 

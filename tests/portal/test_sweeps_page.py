@@ -12,7 +12,8 @@ from core.sweep import expand_sweep, sweep_from_dict
 from portal.users import default_local_user
 from schedulers.base import JobRequest, JobStatus, Resources, RunState
 from schedulers.local import LocalExecutor
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import reconcile
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.portal.conftest import assert_no_exception
 
@@ -70,7 +71,7 @@ def test_a_sweep_is_a_ranked_table_with_charts_and_one_cancel(app, portal_env):
     at.button(key="sweeps.cancel").click().run()
     assert_no_exception(at)
     assert any(i.value == f"Cancel requested for every point of sweep {sweep_id}." for i in at.info)
-    wait_until(lambda: registry.reconcile({"local": LocalExecutor(registry.home / "local")}) is not None
+    wait_until(lambda: reconcile(registry, {"local": LocalExecutor(registry.home / "local")}) is not None
                and registry.get(run_ids[-1]).state == RunState.CANCELLED, timeout=60, message="the point to end")
     assert [registry.get(r).state for r in run_ids] == [RunState.COMPLETED] * 3 + [RunState.CANCELLED]
     at.run()

@@ -32,8 +32,9 @@ from schedulers.accounting import (
 from schedulers.base import JobRequest, Resources, RunState, SchedulerError
 from schedulers.discovery import EnvironmentReport
 from schedulers.launch import Executors, accounting_for, plan
-from schedulers.registry_db import MIGRATIONS, SCHEMA_VERSION
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import fetch_accounting, reconcile
+from schedulers.registry.db import MIGRATIONS, SCHEMA_VERSION
+from schedulers.registry.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.parsing import accounting_from_sacct
 from schedulers.slurm.rest_transport import SlurmRestTransport, accounting_from_slurmdb_json
@@ -241,10 +242,10 @@ def test_sacct_data_appears_in_the_run_details(dbd: DevCluster, tmp_path: Path) 
     job_id = executor.submit(request)
     reg.mark_submitted(run.id, job_id, "submitted")
     executors = {"slurm": executor}
-    wait_until(lambda: reg.reconcile(executors, run_ids=[run.id]) and reg.get(run.id).is_final, timeout=60,
+    wait_until(lambda: reconcile(reg, executors, run_ids=[run.id]) and reg.get(run.id).is_final, timeout=60,
                message="the run to end")
     assert reg.get(run.id).state is RunState.COMPLETED
-    record = wait_until(lambda: reg.fetch_accounting(run.id, executors), timeout=30, message="sacct's record")
+    record = wait_until(lambda: fetch_accounting(reg, run.id, executors), timeout=30, message="sacct's record")
     assert (record["account"], record["qos"], record["exit_code"], record["state"]) == ("ml", "short", 0, "COMPLETED")
     assert record["elapsed_s"] >= 0 and record["cpu_time_s"] > 0 and record["max_rss_mb"] > 70
     out = subprocess.run([sys.executable, "-m", "flowtrain", "status", run.id], cwd=REPO,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from core import zoo
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 from tests.slurm_fixture import TEST_JOB_PREFIX, DevCluster
 

@@ -4,16 +4,17 @@ parameters, so the registry and the Slurm executor never probe with getattr."""
 
 from __future__ import annotations
 
+import ast
 import inspect
-from pathlib import Path
+import textwrap
 
 import pytest
 
-from schedulers.base import Executor
+from schedulers.base import AccountingExecutor, ArrayExecutor, Executor
 from schedulers.local import LocalExecutor
 from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.executor import SlurmExecutor
-from schedulers.slurm.pyslurm_transport import ENV_VAR, PyslurmTransport
+from schedulers.slurm.pyslurm_transport import PyslurmTransport
 from schedulers.slurm.rest_transport import SlurmRestTransport
 from schedulers.slurm.transport import SlurmTransport
 
@@ -44,16 +45,37 @@ def assert_implements(cls: type, protocol: type) -> None:
 
 @pytest.mark.parametrize("cls", [LocalExecutor, SlurmExecutor])
 def test_executors_implement_the_whole_protocol(cls: type) -> None:
-    assert {"statuses", "job_times"} <= set(protocol_methods(Executor))  # what the registry calls
+    """The parameters the orchestrator passes fit both backends, the group methods of a sweep too
+    (that each really runs a group: tests/schedulers/test_sweep_arrays.py)."""
+    assert "statuses" in protocol_methods(Executor)  # what reconcile calls
     assert_implements(cls, Executor)
+    assert_implements(cls, ArrayExecutor)
 
 
-def test_executor_instances_satisfy_the_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV_VAR, "commands")  # builds the commands transport; no cluster is contacted
-    for executor in (LocalExecutor(tmp_path / "local", cpus=1, gpus=0),
-                     SlurmExecutor(slurm_conf=str(tmp_path / "slurm.conf"))):
-        assert isinstance(executor, Executor), type(executor).__name__
-    assert SlurmExecutor(slurm_conf=str(tmp_path / "slurm.conf")).job_times("1") == (None, None)
+def test_only_slurm_keeps_accounting() -> None:
+    """Asking the local executor for an accounting record is not possible (it kept a stub that
+    answered None); reconcile's fetch_accounting asks only an executor that has one."""
+    assert_implements(SlurmExecutor, AccountingExecutor)
+    assert not hasattr(LocalExecutor, "accounting")
+
+
+def test_the_protocol_has_no_stubs() -> None:
+    """Every method of the protocol does something on both backends: none is satisfied by a body that
+    only returns a constant (``job_times`` returning ``(None, None)`` on Slurm was one)."""
+    stubs = []
+    for cls, protocols in ((LocalExecutor, (Executor, ArrayExecutor)),
+                           (SlurmExecutor, (Executor, ArrayExecutor, AccountingExecutor))):
+        for name in set().union(*(protocol_methods(p) for p in protocols)):
+            body = [n for n in ast.parse(textwrap.dedent(inspect.getsource(getattr(cls, name)))).body[0].body
+                    if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]  # docstring
+            if len(body) == 1 and isinstance(body[0], ast.Return) and _constant(body[0].value):
+                stubs.append(f"{cls.__name__}.{name}")
+    assert not stubs, f"stubs in the Executor protocol's implementations: {stubs}"
+
+
+def _constant(node: ast.expr | None) -> bool:
+    return node is None or isinstance(node, ast.Constant) or (
+        isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts))
 
 
 @pytest.mark.parametrize("cls", [SlurmCommands, PyslurmTransport, SlurmRestTransport])

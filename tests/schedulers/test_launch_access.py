@@ -14,7 +14,7 @@ from core.errors import SpecError
 from schedulers.base import JobRequest, JobStatus, RunState
 from schedulers.launch import Executors, submit_run
 from schedulers.local import LocalExecutor
-from schedulers.runs import RunRegistry
+from schedulers.registry.runs import RunRegistry
 from settings import load_settings
 
 

@@ -22,12 +22,13 @@ from core.load import spec_from_dict
 from core.spec import PipelineSpec
 from schedulers.base import JobRequest, Resources, RunState
 from schedulers.discovery import EnvironmentReport, discover
-from schedulers.launch import Executors, plan, submit_run
+from schedulers.launch import Executors, check, launch, plan
 from schedulers.modules import load_and_exec, modules_from_spider_json, sbatch_lines, spider
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import cancel_run
+from schedulers.registry.runs import RunRegistry
 from schedulers.slurm.executor import SlurmExecutor
 from schedulers.slurm.sbatch import render_sbatch
-from settings import Environment
+from settings import Environment, load_settings
 from settings.environments import parse_environments
 from tests.helpers import wait_until
 from tests.slurm_fixture import TEST_JOB_PREFIX, DevCluster
@@ -122,9 +123,9 @@ def test_the_choice_follows_where_a_frameworks_module_exists(probed: tuple[Path,
     assert torch.partition == "cpu" and torch.module is not None and torch.module.startswith("torch/")
     # The run's job.sbatch loads the chosen module before its launch line.
     registry = RunRegistry(home=tmp_path)
-    run = submit_run(mlp(), registry=registry, user="tester", scheduler="slurm", executors=executors,
-                     selection=torch, job_name=f"{TEST_JOB_PREFIX}-lmodrun")
-    registry.cancel(run.id, executors)
+    run = launch(check(mlp(), "tester", load_settings()), torch, registry=registry, scheduler="slurm",
+                 executors=executors, job_name=f"{TEST_JOB_PREFIX}-lmodrun")
+    cancel_run(registry, run.id, executors)
     script = (run.run_dir / "job.sbatch").read_text()
     assert script.index(f"module load {torch.module}") < script.index("exec python3 train.py")
 

@@ -12,7 +12,8 @@ import pytest
 from schedulers.base import JobRequest, Resources, RunState
 from schedulers.local import LocalExecutor
 from schedulers.rank_errors import MAX_REASON_CHARS, failure_reason, launcher_reports, rank_errors
-from schedulers.runs import RunRegistry
+from schedulers.reconcile import reconcile
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 
 DATA = Path(__file__).parent / "data"
@@ -102,7 +103,7 @@ def test_the_registry_records_the_ranks_error_as_the_failed_runs_reason(tmp_path
     (run.run_dir / "train.py").write_text(FAILING_RANK)
     reg.mark_submitted(run.id, ex.submit(JobRequest(run_dir=run.run_dir, name="t", framework="torch",
                                                     resources=Resources(cpus_per_task=1))))
-    wait_until(lambda: reg.reconcile({"local": ex}) and reg.get(run.id).is_final, message="the job to fail")
+    wait_until(lambda: reconcile(reg, {"local": ex}) and reg.get(run.id).is_final, message="the job to fail")
     failed = reg.get(run.id)
     assert (failed.state, failed.exit_code) == (RunState.FAILED, 1)
     assert failed.reason == "rank 1 (n2): RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.registry_db import SCHEMA_VERSION
-from schedulers.runs import RegistryError, RunRegistry
+from schedulers.registry.db import SCHEMA_VERSION, RegistryError
+from schedulers.registry.runs import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = json.dumps({"name": "tiny", "data": {"source": "/data/alice/t.csv"}})
@@ -81,7 +81,8 @@ def test_a_registry_damaged_after_opening_raises_registry_error(tmp_path: Path) 
 FULL_DISK = r"""
 import json, resource, signal, sys
 from pathlib import Path
-from schedulers.runs import RegistryError, RunRegistry
+from schedulers.registry.db import RegistryError
+from schedulers.registry.runs import RunRegistry
 reg = RunRegistry(home=sys.argv[1])
 reg.get(sys.argv[2])  # reading still works
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write beyond the limit fails with EFBIG instead
@@ -159,11 +160,12 @@ def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     reg = RunRegistry(home=home)
-    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     old = reg.get("old-run", "alice")
     assert (old.name, old.state.value, old.data_source, old.accounting) == ("old", "COMPLETED", "/data/alice/t.csv",
                                                                             None)
     assert (old.sweep_id, old.sweep_point, reg.list_sweeps()) == (None, None, [])
+    assert (old.export, reg.pending_exports()) == (None, [])  # completed before: its export was tried then
     new = reg.get(new_run(reg))
     assert new.data_source == "/data/alice/t.csv"
     assert [r.id for r in reg.list_runs("alice")] == [new.id, "old-run"]

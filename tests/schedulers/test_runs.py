@@ -15,7 +15,11 @@ import pytest
 
 from schedulers.base import Executor, JobAccounting, JobRequest, JobStatus, Resources, RunState, SchedulerError
 from schedulers.local import LocalExecutor
-from schedulers.runs import RegistryError, RunNotFound, RunRegistry, classify, read_metrics
+from schedulers.reconcile import cancel_run, reconcile
+from schedulers.registry.db import RegistryError
+from schedulers.registry.files import classify, read_metrics
+from schedulers.registry.records import RunNotFound
+from schedulers.registry.runs import RunRegistry
 from tests.helpers import wait_until
 
 SPEC = json.dumps({"name": "tiny", "schema_version": 1})
@@ -162,9 +166,6 @@ class BrokenExecutor:
     def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
         self._down(job_ids)
 
-    def job_times(self, job_id: str) -> tuple[float | None, float | None]:
-        self._down(job_id)
-
     def cancel(self, job_id: str) -> None:
         self._down(job_id)
 
@@ -180,10 +181,10 @@ def test_reconcile_reports_unreachable_scheduler_and_keeps_state(reg: RunRegistr
     reg.mark_submitted(run_id, "5")
     broken = BrokenExecutor()
     assert isinstance(broken, Executor)
-    report = reg.reconcile({"slurm": broken})
+    report = reconcile(reg, {"slurm": broken})
     assert report.errors and "unreachable" in report.errors[0]
     assert reg.get(run_id).state == RunState.PENDING
-    report = reg.reconcile({})
+    report = reconcile(reg, {})
     assert "not configured" in report.errors[0]
 
 
@@ -217,7 +218,7 @@ def test_reconcile_after_portal_restart(tmp_path: Path) -> None:
     ex = LocalExecutor(home / "local", cpus=2, gpus=0)
     ok = _local_job(reg, ex, PROGRAM)
     bad = _local_job(reg, ex, PROGRAM)
-    reg.reconcile({"local": ex})
+    reconcile(reg, {"local": ex})
     assert reg.get(ok).state == RunState.RUNNING
     assert [h.state for h in reg.history(ok)] == ["PENDING", "PENDING", "RUNNING"]
     reg.close()
@@ -230,28 +231,30 @@ def test_reconcile_after_portal_restart(tmp_path: Path) -> None:
     wait_until(lambda: all(j.run_state.is_final for j in ex2.poll()), message="both jobs to end")
 
     reg2 = RunRegistry(home=home)
-    report = reg2.reconcile({"local": ex2})
+    report = reconcile(reg2, {"local": ex2})
     assert not report.errors and report.checked == 2
     done, failed = reg2.get(ok), reg2.get(bad)
     assert (done.state, done.exit_code) == (RunState.COMPLETED, 0)
     assert (failed.state, failed.exit_code) == (RunState.FAILED, 1)
     assert "last words" in (failed.log_tail or "")
     assert done.ended is not None and done.started is not None and done.ended >= done.started
+    job = ex2.status(done.job_id or "")  # the executor's own times, not when the registry looked
+    assert (done.started, done.ended) == (job.started, job.ended)
     assert [r["event"] for r in reg2.metrics(ok)] == ["start", "end"]
-    assert reg2.reconcile({"local": ex2}).checked == 0  # nothing active any more
+    assert reconcile(reg2, {"local": ex2}).checked == 0  # nothing active any more
 
 
 def test_cancel_through_registry_respects_users(reg: RunRegistry, tmp_path: Path) -> None:
     ex = LocalExecutor(reg.home / "local", cpus=2, gpus=0, kill_after_s=2)
     run_id = _local_job(reg, ex, PROGRAM)
     with pytest.raises(RunNotFound):
-        reg.cancel(run_id, {"local": ex}, user="mallory")
-    reg.cancel(run_id, {"local": ex}, user="alice")
-    wait_until(lambda: reg.reconcile({"local": ex}) and reg.get(run_id).state == RunState.CANCELLED,
+        cancel_run(reg, run_id, {"local": ex}, user="mallory")
+    cancel_run(reg, run_id, {"local": ex}, user="alice")
+    wait_until(lambda: reconcile(reg, {"local": ex}) and reg.get(run_id).state == RunState.CANCELLED,
                message=lambda: f"run to be cancelled: {reg.get(run_id)}")
     assert any("cancel requested by alice" in h.detail for h in reg.history(run_id))
     pending = new_run(reg)
-    assert reg.cancel(pending, {"local": ex}, user="alice").state == RunState.CANCELLED
+    assert cancel_run(reg, pending, {"local": ex}, user="alice").state == RunState.CANCELLED
 
 
 def test_concurrent_writers(tmp_path: Path) -> None:

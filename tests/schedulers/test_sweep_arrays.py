@@ -17,7 +17,6 @@ from schedulers.slurm.pyslurm_transport import PyslurmTransport
 from schedulers.slurm.rest_transport import job_properties
 from schedulers.slurm.sbatch import JobArray, render_sbatch
 from tests.helpers import wait_until
-from tests.schedulers.test_interfaces import assert_implements
 from tests.schedulers.test_slurm_integration import make_transport
 from tests.slurm_fixture import DevCluster
 
@@ -81,11 +80,6 @@ def test_rest_transport_passes_the_array_on(tmp_path: Path) -> None:
     job = job_properties(render_sbatch(request, "/usr/bin/python3", array=JobArray(dirs, 3)), {"PATH": "/bin"})
     assert job["array"] == "0-3%3"
     assert job["standard_output"] == f"{tmp_path}/sweep-1-%a/slurm-%A_%a.out"
-
-
-@pytest.mark.parametrize("cls", [LocalExecutor, SlurmExecutor])
-def test_both_executors_run_groups(cls: type) -> None:
-    assert_implements(cls, ArrayExecutor)
 
 
 def test_local_group_runs_at_most_k_at_once_and_cancels_together(tmp_path: Path) -> None:

@@ -14,11 +14,11 @@ everything it writes (``metrics.jsonl``, ``checkpoints/``, ``model/``, ``result.
 * ``metrics``: the records of ``metrics.jsonl``, read incrementally (the byte offset already read
   is kept in ``runs.metrics_offset``, only whole lines are consumed).
 
-``reconcile(executors)`` asks each non-final run's executor for its job and records what changed:
-a job that ended while the portal was down gets its final state and exit code; a failed one gets its
-failing rank's error as its reason (:mod:`schedulers.rank_errors`). Runs belong to a
-user: ``get``/``list_runs``/``cancel`` take ``user`` and never show or touch another user's run
-(``user=None`` is the administrator's view).
+The registry records and answers; it asks no scheduler and exports no model. What the executors
+say is brought in by :mod:`schedulers.reconcile` (states, failure reasons, accounting, cancelling),
+and the ``model.onnx`` of a completed run, recorded here as pending, is written by
+:mod:`schedulers.model_export`. Runs belong to a user: ``get``/``list_runs`` take ``user`` and never
+show another user's run (``user=None`` is the administrator's view).
 
 Many readers and one writer at a time (WAL); every process/thread opens its own connection.
 
@@ -27,41 +27,26 @@ each run directory 0700; the home and ``runs/`` folders are created 0700. Every 
 becomes a :class:`RegistryError` naming the database file; a failed write rolls back only a
 transaction that is still open, so the real error is the one reported.
 
-Schema versions and migrations: :mod:`schedulers.registry_db`. Files of a run directory are read
-without following symbolic links (:mod:`schedulers.run_files`).
+Schema versions and migrations: :mod:`schedulers.registry.db`. Files of a run directory are read
+without following symbolic links (:mod:`schedulers.registry.files`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
-from schedulers.model_export import export_completed_runs
-from schedulers.rank_errors import failure_reason
-from schedulers.registry_db import (
-    FINAL_SQL,
-    MIGRATIONS,
-    PRIVATE_DIR,
-    SCHEMA,
-    SCHEMA_VERSION,
-    private_file,
-    statements,
-)
-from schedulers.run_files import (
-    CODE_FILES,
+from schedulers.base import FINAL_STATES, JobStatus, RunState
+from schedulers.registry.db import FINAL_SQL, PRIVATE_DIR, Database, RegistryError, Transaction, guarded, private_file
+from schedulers.registry.files import (
     Artifact,
-    MetricsChunk,
-    classify,
     list_artifacts,
     open_artifact,
     open_log,
@@ -69,33 +54,23 @@ from schedulers.run_files import (
     read_result,
     tail_file,
 )
-from schedulers.run_records import (
+from schedulers.registry.records import (
     LIST_COLUMNS,
-    ReconcileReport,
-    RegistryError,
     Run,
     RunNotFound,
     StateChange,
     as_float,
     as_int,
     as_str,
-    guarded,
     run_from_row,
     state_detail,
 )
-from schedulers.sweep_records import Sweep, SweepNotFound, SweepTable
+from schedulers.registry.sweeps import SweepTable
 from settings import flowtrain_home
-
-__all__ = [
-    "CODE_FILES", "MIGRATIONS", "SCHEMA_VERSION", "Artifact", "MetricsChunk", "ReconcileReport", "RegistryError",
-    "Run", "RunNotFound", "RunRegistry", "StateChange", "Sweep", "SweepNotFound", "classify", "read_metrics",
-    "tail_file",
-]
 
 USER_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always fullmatch: "$" would let a trailing newline in
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_TAIL_LINES = 30
-FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank
 
 
 # --------------------------------------------------------------------------- the registry
@@ -103,13 +78,13 @@ FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers re
 
 class RunRegistry(SweepTable):
     """The SQLite run registry. Cheap to construct; safe to share between threads. Its sweeps (groups
-    of runs, one job array each) come from :class:`~schedulers.sweep_records.SweepTable`."""
+    of runs, one job array each) come from :class:`~schedulers.registry.sweeps.SweepTable`."""
 
     def __init__(self, db_path: str | Path | None = None, *, home: str | Path | None = None) -> None:
         self.home = Path(home).resolve() if home is not None else flowtrain_home()
         self.db_path = Path(db_path).resolve() if db_path is not None else self.home / "flowtrain.db"
         self.runs_dir = self.home / "runs"
-        self._local = threading.local()
+        self.db = Database(self.db_path)
         for folder in (self.db_path.parent, self.runs_dir):
             try:
                 folder.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
@@ -119,87 +94,18 @@ class RunRegistry(SweepTable):
             private_file(self.db_path)
         except OSError as exc:
             raise RegistryError(f"cannot create the run registry {self.db_path}: {exc.strerror}") from exc
-        self._migrate()
-
-    @guarded
-    def _migrate(self) -> None:
-        """Create the schema in a new file, or bring an older file up to :data:`SCHEMA_VERSION`."""
-        db = self._conn()
-        while True:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == SCHEMA_VERSION:
-                return
-            if version > SCHEMA_VERSION:
-                raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
-                                    f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
-            if version != 0 and version not in MIGRATIONS:
-                raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
-                                    "schedulers/registry_db.py (MIGRATIONS) upgrades; restore it from a backup "
-                                    "or move it away")
-            with self._tx() as tx:
-                # Another process may have migrated between the check and this (exclusive) transaction.
-                if tx.execute("PRAGMA user_version").fetchone()[0] != version:
-                    continue
-                steps = statements(SCHEMA) if version == 0 else MIGRATIONS[version]
-                for statement in steps:
-                    tx.execute(statement)
-                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION if version == 0 else version + 1}")
+        self.db.migrate()
 
     # -- connections ------------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise RegistryError(f"{self.db_path}: SQLite refused WAL mode (got {mode!r}); "
-                                    "put FLOWTRAIN_HOME on a local file system")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+        return self.db.conn()
+
+    def _tx(self) -> Transaction:
+        return self.db.tx()
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    class _Tx:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; on an error, ``ROLLBACK`` only if SQLite still has the
-        transaction open (a full disk may have ended it already), so the first error is the one raised."""
-
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            self.conn = conn
-
-        def __enter__(self) -> sqlite3.Connection:
-            self.conn.execute("BEGIN IMMEDIATE")
-            return self.conn
-
-        def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-            if exc_type is None:
-                try:
-                    self.conn.execute("COMMIT")
-                except sqlite3.Error as commit_error:
-                    self._rollback(commit_error)
-                    raise
-            else:
-                self._rollback(exc)
-
-        def _rollback(self, cause: BaseException | None) -> None:
-            if not self.conn.in_transaction:
-                return
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                if cause is None:
-                    raise
-                cause.add_note(f"(the rollback after it failed too: {exc})")
-
-    def _tx(self) -> RunRegistry._Tx:
-        return RunRegistry._Tx(self._conn())
+        self.db.close()
 
     # -- creating and updating --------------------------------------------------------------------
 
@@ -287,13 +193,14 @@ class RunRegistry(SweepTable):
         run_id: str,
         status: JobStatus,
         *,
-        started: float | None = None,
-        ended: float | None = None,
         log_tail: str | None = None,
     ) -> StateChange | None:
         """Apply what the executor says; returns the state change it recorded (None when nothing
         changed). A new state, or the same state with more restarts (a requeue seen only through
-        its counter), each add a history row."""
+        its counter), each add a history row. The start and end are the backend's where it has them
+        (``status.started``/``ended``), else now. COMPLETED also records the run's ``model.onnx`` as
+        pending (:mod:`schedulers.model_export` writes it, off the path of whoever reconciled)."""
+        started, ended = status.started, status.ended
         now = time.time()
         with self._tx() as db:
             row = self._require(db, run_id)
@@ -316,6 +223,8 @@ class RunRegistry(SweepTable):
                     sets["started"] = started
                 if log_tail is not None:
                     sets["log_tail"] = log_tail
+                if status.state == RunState.COMPLETED:
+                    sets["export"] = "pending"
             elif restarted or status.state in (RunState.PENDING, RunState.REQUEUED):
                 sets.update(exit_code=None, signal=None, ended=None)
             db.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in sets)} WHERE id=?", (*sets.values(), run_id))
@@ -443,7 +352,7 @@ class RunRegistry(SweepTable):
     @guarded
     def artifacts(self, run_id: str) -> list[Artifact]:
         """Files of the run directory by kind: code, log, metrics, checkpoint, model, other (symbolic
-        links are neither listed nor followed: :func:`schedulers.run_files.list_artifacts`)."""
+        links are neither listed nor followed: :func:`schedulers.registry.files.list_artifacts`)."""
         root = Path(self._require(self._conn(), run_id)["run_dir"])
         return list_artifacts(root) if root.is_dir() else []
 
@@ -471,7 +380,7 @@ class RunRegistry(SweepTable):
     @guarded
     def open_log(self, run_id: str) -> tuple[str, BinaryIO] | None:
         """The job's log (the names :meth:`log_path` tries, in its order) opened once, never through a
-        link (:func:`schedulers.run_files.open_log`); ``None`` when there is none yet,
+        link (:func:`schedulers.registry.files.open_log`); ``None`` when there is none yet,
         :class:`RegistryError` naming a link (or anything but a regular file) in its place."""
         row = self._require(self._conn(), run_id)
         root = Path(row["run_dir"])
@@ -498,106 +407,39 @@ class RunRegistry(SweepTable):
         path = self.log_path(run_id)
         return tail_file(path, lines) if path else ""
 
-    # -- with the executors -----------------------------------------------------------------------
+    # -- what the orchestrator learnt --------------------------------------------------------------
 
     @guarded
-    def reconcile(
-        self,
-        executors: Mapping[str, Executor],
-        *,
-        run_ids: Sequence[str] | None = None,
-        user: str | None = None,
-        metrics: bool = True,
-    ) -> ReconcileReport:
-        """Ask the executors about every non-final run (or ``run_ids``) and record the changes.
-
-        A scheduler that cannot be asked (Slurm unreachable) is reported in ``errors`` and its runs
-        keep their last known state; nothing is guessed.
-        """
-        report = ReconcileReport()
-        runs = self.active_runs(user)
-        if run_ids is not None:
-            wanted = set(run_ids)
-            runs = [r for r in runs if r.id in wanted]
-        by_scheduler: dict[str, list[Run]] = {}
-        for run in runs:
-            if run.job_id:
-                by_scheduler.setdefault(run.scheduler, []).append(run)
-        for scheduler, group in by_scheduler.items():
-            executor = executors.get(scheduler)
-            if executor is None:
-                report.errors.append(f"{len(group)} run(s) on scheduler {scheduler!r}, which is not configured "
-                                     "here; their state is not refreshed")
-                continue
-            try:
-                statuses = dict(executor.statuses([r.job_id for r in group if r.job_id]))
-            except SchedulerError as exc:
-                report.errors.append(f"{scheduler}: {exc}")
-                continue
-            for run in group:
-                status = statuses.get(run.job_id or "")
-                if status is None:
-                    continue
-                report.checked += 1
-                change = self._apply(executor, run, status)
-                if change:
-                    report.changes.append(change)
-        # model.onnx for each run that completed just now; a failure is a warning in its history
-        export_completed_runs(self, [c.run_id for c in report.changes if c.state == RunState.COMPLETED.value])
-        if metrics:
-            for run in runs:
-                if run.job_id:
-                    self.sync_metrics(run.id)
-        return report
-
-    def _apply(self, executor: Executor, run: Run, status: JobStatus) -> StateChange | None:
-        started = ended = None
-        if run.job_id and (status.state in FINAL_STATES or status.state == RunState.RUNNING):
-            started, ended = executor.job_times(run.job_id)
-        tail = None
-        if status.state in FINAL_STATES and status.state != RunState.COMPLETED:
-            tail = self.log_tail(run.id)
-        if status.state == RunState.FAILED:  # the failing rank's own words, not just "exit code 1"
-            log = self.log_path(run.id)
-            reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework)
-            status = dataclasses.replace(status, reason=reason or status.reason)
-        return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
-
-    @guarded
-    def fetch_accounting(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None
-                         ) -> dict[str, Any] | None:
-        """The finished run's accounting record, asked of its executor once and kept; ``None`` until the
-        backend has one (never for local runs or without slurmdbd). Raises :class:`SchedulerError`."""
-        run = self.get(run_id, user)
-        executor = executors.get(run.scheduler)
-        if run.accounting is not None or not run.is_final or not run.job_id or executor is None:
-            return run.accounting
-        record = executor.accounting(run.job_id)
-        if record is None:
-            return None
-        doc = record.to_dict()
+    def record_accounting(self, run_id: str, record: Mapping[str, Any]) -> None:
+        """Keep the finished job's accounting record (sacct's figures, asked once)."""
         with self._tx() as db:
-            db.execute("UPDATE runs SET accounting=? WHERE id=?", (json.dumps(doc), run.id))
-        return doc
+            self._require(db, run_id)
+            db.execute("UPDATE runs SET accounting=? WHERE id=?", (json.dumps(dict(record)), run_id))
 
     @guarded
-    def cancel(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None) -> Run:
-        """Cancel a user's run: the executor is asked to stop the job; the state follows by reconcile."""
-        run = self.get(run_id, user)
-        if run.is_final:
-            return run
-        who = f" by {user}" if user else ""
-        if not run.job_id:
-            self.record_status(run.id, JobStatus(job_id="", state=RunState.CANCELLED,
-                                                 reason=f"cancelled{who} before submission"))
-            return self.get(run_id)
-        executor = executors.get(run.scheduler)
-        if executor is None:
-            raise RegistryError(f"run {run_id} runs on scheduler {run.scheduler!r}, which is not configured here")
-        executor.cancel(run.job_id)
-        self.add_event(run.id, f"cancel requested{who}")
-        self.reconcile(executors, run_ids=[run.id], metrics=False)
-        return self.get(run_id)
+    def pending_exports(self, run_ids: Sequence[str] | None = None, user: str | None = None) -> list[Run]:
+        """Completed runs (of ``run_ids``, of ``user``, or all) whose ``model.onnx`` is still to be
+        written, oldest first, with their specs.
+
+        "Pending" is recorded in the same transaction as COMPLETED, so a process that dies after it
+        leaves the export to the next one that asks."""
+        rows = self._conn().execute("SELECT * FROM runs WHERE export='pending' ORDER BY created, id").fetchall()
+        wanted = None if run_ids is None else set(run_ids)
+        return [run_from_row(r, with_spec=True) for r in rows
+                if (wanted is None or r["id"] in wanted) and (user is None or r["user"] == user)]
+
+    @guarded
+    def record_export(self, run_id: str, written: bool, detail: str) -> None:
+        """The export's outcome: ``written`` or ``failed``, and a line in the run's history saying which.
+        The first outcome stands (two processes may export the same run at once; both write the same
+        file, atomically)."""
+        with self._tx() as db:
+            row = self._require(db, run_id)
+            if row["export"] != "pending":
+                return
+            db.execute("UPDATE runs SET export=? WHERE id=?", ("written" if written else "failed", run_id))
+            db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
+                       (run_id, row["state"], time.time(), detail[:2000]))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,5 +1,7 @@
 """The run registry's SQLite file: its schema, the migrations between schema versions, the
-file's private mode, and SQLite's errors in words (used by :mod:`schedulers.runs`).
+connections and write transactions (:class:`Database`), the file's private mode, and SQLite's errors
+in words (:class:`RegistryError`, :func:`guarded`), used by :mod:`schedulers.registry.runs` and
+:mod:`schedulers.registry.sweeps`.
 
 Schema versions: ``PRAGMA user_version`` holds the version of the file's schema. A new file gets
 :data:`SCHEMA` at :data:`SCHEMA_VERSION`; an older file is brought up to date when it is opened, one
@@ -12,13 +14,18 @@ step in one transaction. A file newer than this code is refused. To change the s
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
+from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -71,13 +78,15 @@ CREATE TABLE IF NOT EXISTS runs (
     data_source TEXT,
     accounting TEXT,
     sweep_id TEXT REFERENCES sweeps(id),
-    sweep_point INTEGER
+    sweep_point INTEGER,
+    export TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
 CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({FINAL_SQL});
 {SWEEPS_TABLE};
 CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending';
 CREATE TABLE IF NOT EXISTS run_states (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -110,6 +119,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id)",
         "ALTER TABLE runs ADD COLUMN sweep_point INTEGER",
         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL"),
+    # 5: model.onnx of a completed run: 'pending' (recorded with COMPLETED, durable), then 'written' or
+    # 'failed'. Runs completed before have had their export tried already; they stay NULL.
+    4: ("ALTER TABLE runs ADD COLUMN export TEXT",
+        "CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending'"),
 }
 
 
@@ -148,3 +161,115 @@ def sqlite_words(path: Path, exc: sqlite3.Error) -> str:
     else:
         hint = "see SQLite's message"
     return f"run registry {path}: {text} ({hint})"
+
+
+class RegistryError(FlowTrainError):
+    """The registry cannot be read or written; the message names the database file or run directory."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def guarded(fn: _F) -> _F:
+    """Turn any SQLite error inside a registry method (of an object with ``db_path``) into a
+    :class:`RegistryError` naming the database file."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; on an error, ``ROLLBACK`` only if SQLite still has the
+    transaction open (a full disk may have ended it already), so the first error is the one raised."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is None:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as commit_error:
+                self._rollback(commit_error)
+                raise
+        else:
+            self._rollback(exc)
+
+    def _rollback(self, cause: BaseException | None) -> None:
+        if not self.conn.in_transaction:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            if cause is None:
+                raise
+            cause.add_note(f"(the rollback after it failed too: {exc})")
+
+
+class Database:
+    """The registry's SQLite file: one connection per thread and process (WAL: many readers, one
+    writer), write transactions, and the schema brought to :data:`SCHEMA_VERSION` when it is opened.
+    Cheap to share between threads; the registry's tables (:mod:`schedulers.registry.runs`,
+    :mod:`schedulers.registry.sweeps`) read and write through it."""
+
+    def __init__(self, path: Path) -> None:
+        self.db_path = path
+        self._local = threading.local()
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (a new one after a fork)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise RegistryError(f"{self.db_path}: SQLite refused WAL mode (got {mode!r}); "
+                                    "put FLOWTRAIN_HOME on a local file system")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def tx(self) -> Transaction:
+        """One write transaction (``with db.tx() as conn: …``)."""
+        return Transaction(self.conn())
+
+    @guarded
+    def migrate(self) -> None:
+        """Create the schema in a new file, or bring an older file up to :data:`SCHEMA_VERSION`."""
+        db = self.conn()
+        while True:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                return
+            if version > SCHEMA_VERSION:
+                raise RegistryError(f"{self.db_path} has schema version {version}; this FlowTrain knows "
+                                    f"{SCHEMA_VERSION}. Upgrade FlowTrain or use another FLOWTRAIN_HOME")
+            if version != 0 and version not in MIGRATIONS:
+                raise RegistryError(f"{self.db_path} has schema version {version}, which no migration in "
+                                    "schedulers/registry/db.py upgrades; restore it from a backup or move it away")
+            with self.tx() as tx:
+                # Another process may have migrated between the check and this (exclusive) transaction.
+                if tx.execute("PRAGMA user_version").fetchone()[0] != version:
+                    continue
+                steps = statements(SCHEMA) if version == 0 else MIGRATIONS[version]
+                for statement in steps:
+                    tx.execute(statement)
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION if version == 0 else version + 1}")

@@ -1,55 +1,32 @@
 """The records of the run registry: a run, a state change, a reconcile report, and the registry's errors.
 
-Kept apart from :mod:`schedulers.runs` (the SQLite registry itself) so the code that only reads runs
+Kept apart from :mod:`schedulers.registry.runs` (the SQLite registry itself) so the code that only reads runs
 (the CLI, the portal's views, launch) depends on plain data, and each module stays small.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES, JobStatus, RunState
-from schedulers.registry_db import sqlite_words
+from schedulers.registry.db import RegistryError
 
 # Columns of a listing: everything but the (possibly large) spec.
 LIST_COLUMNS = (
     "id, user, name, spec_hash, framework, scheduler, partition, environment, job_id, state, exit_code, "
     "signal, reason, restarts, created, submitted, started, ended, run_dir, selection, log_tail, metrics_count, "
-    "data_source, accounting, sweep_id, sweep_point"
+    "data_source, accounting, sweep_id, sweep_point, export"
 )
 
 
 class RunNotFound(FlowTrainError):
     exit_code = 2
-
-
-class RegistryError(FlowTrainError):
-    """The registry cannot be read or written; the message names the database file or run directory."""
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def guarded(fn: _F) -> _F:
-    """Turn any SQLite error inside a registry method (of an object with ``db_path``) into a
-    :class:`RegistryError` naming the database file."""
-
-    @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(self, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise RegistryError(sqlite_words(self.db_path, exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -89,6 +66,7 @@ class Run:
     accounting: dict[str, Any] | None = None  # schedulers.base.JobAccounting as a dict, once known
     sweep_id: str | None = None  # the sweep this run is a point of (schedulers/sweeps.py)
     sweep_point: int | None = None  # its index in the sweep: the job array's task id
+    export: str | None = None  # model.onnx: "pending" once COMPLETED, then "written" or "failed"
 
     @property
     def is_final(self) -> bool:
@@ -152,6 +130,7 @@ def run_from_row(row: sqlite3.Row, with_spec: bool = False) -> Run:
         accounting=json.loads(row["accounting"]) if "accounting" in keys and row["accounting"] else None,
         sweep_id=row["sweep_id"] if "sweep_id" in keys else None,
         sweep_point=row["sweep_point"] if "sweep_point" in keys else None,
+        export=row["export"] if "export" in keys else None,
     )
 
 

@@ -5,7 +5,7 @@ JSON list in task order), the scheduler, the framework, the job array's id (``jo
 executor's group id), the parallelism limit and the metric that ranks the points. Each point is an
 ordinary run (its own state, history, metrics and directory) whose ``sweep_point`` is its task id.
 
-:class:`SweepTable` is mixed into :class:`~schedulers.runs.RunRegistry` (it uses the registry's
+:class:`SweepTable` is mixed into :class:`~schedulers.registry.runs.RunRegistry` (it uses the registry's
 connection and transactions); orchestration (submit, rank, cancel) is :mod:`schedulers.sweeps`.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import FlowTrainError
-from schedulers.registry_db import PRIVATE_DIR
-from schedulers.run_records import LIST_COLUMNS, RegistryError, Run, guarded, run_from_row
+from schedulers.registry.db import PRIVATE_DIR, RegistryError, guarded
+from schedulers.registry.records import LIST_COLUMNS, Run, run_from_row
 
 
 class SweepNotFound(FlowTrainError):
@@ -66,7 +66,7 @@ def _sweep_from_row(row: sqlite3.Row) -> Sweep:
 
 
 class SweepTable(ABC):
-    """The sweep methods of :class:`~schedulers.runs.RunRegistry`, which provides the registry's home,
+    """The sweep methods of :class:`~schedulers.registry.runs.RunRegistry`, which provides the registry's home,
     its connection and its transactions (declared here, so that this module needs nothing of runs)."""
 
     home: Path
