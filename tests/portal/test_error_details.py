@@ -19,6 +19,7 @@ from core import zoo
 from portal.editor_state import Editor
 from portal.editor_view import import_spec, probe_source
 from portal.onnx_upload import import_onnx_upload
+from portal.param_text import md_text
 from portal.users import default_local_user
 from settings import load_settings
 from tests.onnx_models import gemm_model
@@ -59,7 +60,7 @@ def test_an_onnx_weight_whose_data_does_not_fit_its_dims_is_a_problem(portal_env
     ed = Editor()
     assert not import_onnx_upload(ed, "bad.onnx", len(raw), lambda: raw, load_settings(), default_local_user())
     [notice] = ed.notices_in("toolbar")
-    assert "onnx.initializers[w]: cannot be read" in notice.text and "dims [3, 4]" in notice.text
+    assert md_text("onnx.initializers[w]: cannot be read") in notice.text and md_text("dims [3, 4]") in notice.text
 
 
 def test_a_300_character_data_path_is_a_probe_message(portal_env: Path) -> None:

@@ -99,7 +99,7 @@ def test_an_upload_whose_weight_points_at_a_portal_file_is_refused_and_nothing_i
     ed = Editor()
     assert not import_onnx_upload(ed, "thief.onnx", len(raw), lambda: raw, load_settings(), default_local_user())
     [notice] = ed.notices_in("toolbar")
-    assert notice.level == "error" and "onnx.initializers[w]" in notice.text and "external file" in notice.text
+    assert notice.level == "error" and md_text("onnx.initializers[w]") in notice.text and "external file" in notice.text
     assert not (portal_env / "data" / "imported").exists() or not any((portal_env / "data" / "imported").iterdir())
 
 
