@@ -14,6 +14,7 @@ import csv
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -185,3 +186,58 @@ def test_models_lists_completed_runs_with_their_final_metric(trained: dict[str, 
     assert model["onnx_bytes"] == (run.run_dir / "model.onnx").stat().st_size
     table = flowtrain(trained["env"], "models").stdout.splitlines()
     assert table[0].split()[:4] == ["RUN", "NAME", "FRAMEWORK", "FINAL"] and table[1].startswith(run.id)
+
+
+@pytest.fixture(scope="module")
+def image_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A completed run trained on the digits as PNG files in a folder per class (d0 … d9), with
+    scale (255, from uint8) and normalize fitted on its training split."""
+    from PIL import Image
+
+    tmp = tmp_path_factory.mktemp("predict_images")
+    digits = load_digits()
+    for i, (image, label) in enumerate(zip(digits.images, digits.target, strict=True)):
+        folder = tmp / "digits" / f"d{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.round(image * 255 / 16).astype(np.uint8), mode="L").save(folder / f"{i:04d}.png")
+    home = tmp / "home"
+    env = cli_env(home, tmp)
+    spec = small_spec(tmp, source=str(tmp / "digits"), format="image_folder", input_shape=[1, 28, 28],
+                      num_classes=10, preprocessing=[{"op": "resize", "size": [28, 28]}, {"op": "scale"},
+                                                     {"op": "normalize"}])
+    out = flowtrain(env, "run", str(spec), "--scheduler", "local", "--wait", "--max-steps", "20")
+    assert out.returncode == 0, out.stdout + out.stderr
+    registry = RunRegistry(home=home)
+    [run] = registry.list_runs(ME)
+    assert run.state == RunState.COMPLETED and (run.run_dir / "model.onnx").is_file(), registry.history(run.id)
+    return {"env": env, "tmp": tmp, "run": registry.get(run.id), "result": registry.result(run.id)}
+
+
+def test_a_folder_of_images_reproduces_the_reported_accuracy_with_class_names(image_run: dict[str, Any]) -> None:
+    run, tmp = image_run["run"], image_run["tmp"]
+    data = _run_data(run)
+    source = data._image_files(tmp / "digits")
+    val = tmp / "val"
+    for row in data.split_indices(len(source))["val"]:
+        file = Path(source.name(int(row)))  # digits/d3/0012.png
+        (val / file.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(file, val / file.parent.name / file.name)
+    done = flowtrain(image_run["env"], "predict", run.id, str(val), "--out", str(tmp / "val.jsonl"), "--batch", "64")
+    assert done.returncode == 0, done.stderr
+    assert "statistics of scale (step 2), normalize (step 3) recomputed" in done.stdout
+    records = [json.loads(line) for line in (tmp / "val.jsonl").read_text().splitlines()]
+    assert len(records) == len(list(val.rglob("*.png"))) > 64
+    assert {r["class"] for r in records} <= {f"d{k}" for k in range(10)}
+    accuracy = np.mean([r["class"] == Path(r["input"]).parent.name for r in records])
+    assert accuracy == pytest.approx(image_run["result"]["val_accuracy"], abs=1e-6)
+
+
+def test_a_corrupt_image_is_refused_naming_the_file(image_run: dict[str, Any]) -> None:
+    run, tmp = image_run["run"], image_run["tmp"]
+    bad = tmp / "new" / "scan.png"
+    bad.parent.mkdir()
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    shutil.copy(next((tmp / "digits" / "d3").iterdir()), tmp / "new" / "good.png")
+    done = flowtrain(image_run["env"], "predict", run.id, str(tmp / "new"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"error: {bad}: cannot read the image") and "Traceback" not in done.stderr
