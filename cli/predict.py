@@ -56,7 +56,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     run = find_run(registry, args.run, command_user(settings, args))
     model = _model_of(run)
     inputs = prepare_inputs(run.run_dir, args.inputs)
-    results = predict(model, inputs, top=args.top, batch=args.batch, probabilities=_ends_in_softmax(run))
+    results = predict(model, inputs, top=args.top, batch=args.batch, activation=_activation(run))
     fitted = (f"statistics of {', '.join(inputs.fitted)} recomputed from the training split"
               if inputs.fitted else "no fitted statistics")
     print(f"run {run.id} ({run.name}): {len(results)} sample(s) through {ONNX_NAME}, preprocessed by the "
@@ -82,13 +82,16 @@ def _model_of(run: Run) -> Path:
     return model
 
 
-def _ends_in_softmax(run: Run) -> bool:
-    """Whether the model's output is already a probability per class (a Softmax feeds the Output)."""
+def _activation(run: Run) -> str:
+    """How the model's outputs become probabilities: none when a Softmax feeds the Output, else by
+    the training loss (sigmoid for ``bce_with_logits``, softmax for cross-entropy's logits)."""
     spec = run.spec()
     ops = {n.id: n.op for n in spec.model.nodes}
     outputs = [n.id for n in spec.model.nodes if n.op == "Output"]
     feeding = [e.source for e in spec.model.edges if e.target in outputs]
-    return bool(feeding) and all(ops.get(s) in PROBABILITY_OPS for s in feeding)
+    if feeding and all(ops.get(s) in PROBABILITY_OPS for s in feeding):
+        return "none"
+    return "sigmoid" if spec.training.loss == "bce_with_logits" else "softmax"
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -74,10 +74,15 @@ def prepare_inputs(run_dir: Path, inputs: list[Path], *, python: str | None = No
                           class_names=meta["class_names"], fitted=meta["fitted"])
 
 
+ACTIVATIONS = ("softmax", "sigmoid", "none")
+
+
 def predict(model: Path, inputs: Inputs, *, top: int = 3, batch: int = 256,
-            probabilities: bool = False) -> list[Prediction]:
-    """Run ``model`` (ONNX) on ``inputs`` in batches of ``batch``. ``probabilities``: the model's
-    output is already a probability per class (a final Softmax); otherwise softmax is applied."""
+            activation: str = "softmax") -> list[Prediction]:
+    """Run ``model`` (ONNX) on ``inputs`` in batches of ``batch``. Classification: ``activation``
+    turns the model's outputs into probabilities: ``softmax`` (logits of a cross-entropy loss),
+    ``sigmoid`` (one logit per class, or a single logit of class 1, of ``bce_with_logits``) or
+    ``none`` (the model ends in a Softmax)."""
     import onnxruntime as ort  # imported only by this command
 
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
@@ -90,17 +95,24 @@ def predict(model: Path, inputs: Inputs, *, top: int = 3, batch: int = 256,
         out = np.asarray(session.run(None, {declared.name: chunk})[0], np.float64)
         names = inputs.names[start:start + batch]
         if inputs.task == "classification":
-            results += _classes(out, names, inputs.class_names, top, probabilities)
+            results += _classes(_probabilities(out, activation), names, inputs.class_names, top)
         else:
             results += [Prediction(n, values=[float(v) for v in row.reshape(-1)]) for n, row in zip(names, out, strict=True)]
     return results
 
 
-def _classes(out: np.ndarray, names: list[str], class_names: list[str] | None, top: int,
-             probabilities: bool) -> list[Prediction]:
-    if not probabilities:
+def _probabilities(out: np.ndarray, activation: str) -> np.ndarray:
+    out = out.reshape(len(out), -1)
+    if activation == "sigmoid":
+        p = 1.0 / (1.0 + np.exp(-out))
+        return np.concatenate([1.0 - p, p], axis=1) if p.shape[1] == 1 else p  # one logit: class 1
+    if activation == "softmax":
         shifted = np.exp(out - out.max(axis=1, keepdims=True))
-        out = shifted / shifted.sum(axis=1, keepdims=True)
+        return shifted / shifted.sum(axis=1, keepdims=True)
+    return out
+
+
+def _classes(out: np.ndarray, names: list[str], class_names: list[str] | None, top: int) -> list[Prediction]:
     order = np.argsort(-out, axis=1, kind="stable")[:, :top]
     label = (lambda k: class_names[k]) if class_names else str
     return [Prediction(n, classes=[(int(k), label(int(k)), float(p[k])) for k in ks])
