@@ -166,6 +166,8 @@ def test_runs_without_a_model_and_other_users_runs_are_refused(trained: dict[str
                                 scheduler="local", name="twins")
     message = _refused(trained, "twins", "x.npy")
     assert "2 runs are named 'twins'" in message and twin.id in message and other.id in message
+    export = flowtrain(trained["env"], "export-onnx", "twins", "--out", str(trained["tmp"] / "twins.onnx"))
+    assert export.returncode == 2 and "2 runs are named 'twins'" in export.stderr and twin.id in export.stderr
 
     model = run.run_dir / "model.onnx"
     shutil.move(model, run.run_dir / "model.onnx.aside")
@@ -186,6 +188,14 @@ def test_models_lists_completed_runs_with_their_final_metric(trained: dict[str, 
     assert model["onnx_bytes"] == (run.run_dir / "model.onnx").stat().st_size
     table = flowtrain(trained["env"], "models").stdout.splitlines()
     assert table[0].split()[:4] == ["RUN", "NAME", "FRAMEWORK", "FINAL"] and table[1].startswith(run.id)
+
+
+def test_export_onnx_accepts_the_run_name(trained: dict[str, Any]) -> None:
+    run, tmp = trained["run"], trained["tmp"]
+    done = flowtrain(trained["env"], "export-onnx", NAME, "--out", str(tmp / "by-name.onnx"))
+    assert done.returncode == 0, done.stderr
+    assert f"weights from run {run.id} (torch)" in done.stdout
+    assert (tmp / "by-name.onnx").read_bytes() == (run.run_dir / "model.onnx").read_bytes()
 
 
 @pytest.fixture(scope="module")
