@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     registry = RunRegistry(home=settings.home)
     run = find_run(registry, args.run, command_user(settings, args))
     model = _model_of(run)
-    inputs = prepare_inputs(run.run_dir, args.inputs)
-    results = predict(model, inputs, top=args.top, batch=args.batch, activation=_activation(run))
-    fitted = (f"statistics of {', '.join(inputs.fitted)} recomputed from the training split"
-              if inputs.fitted else "no fitted statistics")
+    with tempfile.TemporaryDirectory(prefix="flowtrain-predict-") as workdir:
+        inputs = prepare_inputs(run.run_dir, args.inputs, Path(workdir), batch=args.batch)
+        results = predict(model, inputs, top=args.top, batch=args.batch, activation=_activation(run))
+        fitted = (f"statistics of {', '.join(inputs.fitted)} recomputed from the training split"
+                  if inputs.fitted else "no fitted statistics")
+        del inputs  # its memory-mapped samples live in workdir
     print(f"run {run.id} ({run.name}): {len(results)} sample(s) through {ONNX_NAME}, preprocessed by the "
           f"run's data.py ({fitted})")
     if args.out is not None:

@@ -1,15 +1,16 @@
 """Preprocess new inputs exactly as a finished run's training did (a subprocess, numpy/pillow only).
 
-``python core/predict_worker.py RUN_DIR OUT.npz INPUT…`` imports the run's own generated ``data.py``
+``python core/predict_worker.py RUN_DIR OUT_DIR BATCH INPUT…`` imports the run's own generated ``data.py``
 (the same code its training ran), loads the training split with its ``load_splits`` while watching
 ``_preprocess`` to keep the statistics it fitted there (scale maximum, normalize mean/std,
 standardize), then reads each input (images, a folder of images, CSV rows, ``.npy``/``.npz``
-arrays), applies ``_preprocess`` with those statistics and writes ``x`` (the model's inputs),
-``names`` (one per sample) and ``meta`` (JSON: class names, task, what was fitted) to OUT.npz.
+arrays) BATCH samples at a time, applies ``_preprocess`` with those statistics and writes
+``OUT_DIR/x.npy`` (the model's inputs), ``names.json`` (one per sample) and ``meta.json`` (class
+names, task, which steps' statistics were fitted).
 
 Nothing here reimplements a preprocessing step, so training and prediction cannot drift. A bad
 input is one line on stderr, ``error: …``, naming the file and what was expected, and exit code 2.
-This file imports nothing of FlowTrain: it runs with the run folder's ``data.py`` on ``sys.path``.
+This file imports nothing of FlowTrain, only numpy and the run folder's ``data.py`` (by its path).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import csv
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -69,50 +71,52 @@ def fit_statistics(data: ModuleType) -> dict[str, Any]:
 # --------------------------------------------------------------------------- reading inputs
 
 
-def read_inputs(data: ModuleType, paths: list[Path], spec: dict[str, Any]) -> tuple[np.ndarray, list[str]]:
-    """Raw samples (before preprocessing) of every input, and a name for each."""
-    arrays: list[np.ndarray] = []
-    names: list[str] = []
+Reader = Callable[[int, int], np.ndarray]  # (start, stop) -> those raw samples
+
+
+def read_inputs(data: ModuleType, paths: list[Path], spec: dict[str, Any]) -> list[tuple[Path, list[str], Reader]]:
+    """Per input: its path, a name per sample, and a reader of its raw samples (before preprocessing),
+    so that large inputs are read batch by batch (``.npy`` files are memory-mapped)."""
+    sources = []
     for path in paths:
         if not path.exists():
             raise InputError(f"{path}: no such file or folder")
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if path.is_dir() or path.suffix.lower() in IMAGE_SUFFIXES:
+            files = [path] if not path.is_dir() else sorted(
+                p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
             if not files:
                 raise InputError(f"{path}: the folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
-            x, n = _images(data, files), [str(f) for f in files]
-        elif path.suffix.lower() in IMAGE_SUFFIXES:
-            x, n = _images(data, [path]), [str(path)]
-        elif path.suffix.lower() in (".npy", ".npz"):
-            x = _array(data, path)
-            n = [f"{path}[{i}]" for i in range(len(x))]
-        elif path.suffix.lower() == ".csv":
-            x, n = _csv_rows(data, path, spec)
+            _check_images(data, files[0])
+            sources.append((path, [str(f) for f in files], _image_reader(data, files)))
+        elif path.suffix.lower() in (".npy", ".npz", ".csv"):
+            x, names = _csv_rows(data, path, spec) if path.suffix.lower() == ".csv" else _array(data, path)
+            sources.append((path, names, lambda start, stop, x=x: x[start:stop]))
         else:
             raise InputError(f"{path}: unknown kind of input; give images ({', '.join(IMAGE_SUFFIXES)}), a folder "
                              "of images, a .csv file or .npy/.npz arrays")
-        arrays.append(x)
-        names += n
-    if len({a.dtype.kind for a in arrays}) > 1 or len({a.shape[1:] for a in arrays}) > 1:
-        shapes = ", ".join(f"{p.name}: {a.shape[1:]} {a.dtype}" for p, a in zip(paths, arrays, strict=True))
-        raise InputError(f"the inputs differ in sample shape or type ({shapes}); predict them one at a time")
-    return np.concatenate(arrays), names
+    return sources
 
 
-def _images(data: ModuleType, files: list[Path]) -> np.ndarray:
+def _check_images(data: ModuleType, first: Path) -> None:
     if not hasattr(data, "_decode_image"):
-        raise InputError(f"{files[0]}: this run was trained on {data.SOURCE} ({data.FORMAT}), not on image files; "
+        raise InputError(f"{first}: this run was trained on {data.SOURCE} ({data.FORMAT}), not on image files; "
                          f"give its samples as .npy/.npz arrays of shape (N, {', '.join(map(str, data.INPUT_SHAPE))})")
-    try:
-        return np.stack([data._decode_image(f, str(f)) for f in files])
-    except data.DataError as exc:
-        raise InputError(str(exc)) from exc
 
 
-def _array(data: ModuleType, path: Path) -> np.ndarray:
+def _image_reader(data: ModuleType, files: list[Path]) -> Reader:
+    def read(start: int, stop: int) -> np.ndarray:
+        try:
+            return np.stack([data._decode_image(f, str(f)) for f in files[start:stop]])
+        except data.DataError as exc:
+            raise InputError(str(exc)) from exc
+
+    return read
+
+
+def _array(data: ModuleType, path: Path) -> tuple[np.ndarray, list[str]]:
     try:
         if path.suffix.lower() == ".npy":
-            x = np.load(path, allow_pickle=False)
+            x = np.load(path, mmap_mode="r", allow_pickle=False)
         else:
             with np.load(path, allow_pickle=False) as arrays:
                 keys = list(arrays.keys())
@@ -137,7 +141,7 @@ def _array(data: ModuleType, path: Path) -> np.ndarray:
     if len(shape) == 3 and x.shape[1] != shape[0]:
         raise InputError(f"{path}: the samples have {x.shape[1]} channels (shape {x.shape[1:]}) but the model "
                          f"expects {shape[0]} (shape {shape})")
-    return x
+    return x, [f"{path}[{i}]" for i in range(len(x))]
 
 
 def _feature_columns(data: ModuleType, spec: dict[str, Any]) -> list[str]:
@@ -199,33 +203,46 @@ def _ops(spec: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- main
 
 
-def preprocess(run_dir: Path, inputs: list[Path], out: Path) -> None:
-    """Write OUT.npz with the preprocessed inputs (see the module docstring)."""
+def preprocess(run_dir: Path, inputs: list[Path], out: Path, batch: int) -> None:
+    """Write ``x.npy`` (the preprocessed inputs, ``batch`` samples at a time), ``names.json`` and
+    ``meta.json`` into the folder ``out`` (see the module docstring)."""
     spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
-    sys.path.insert(0, str(run_dir))
     data = load_data_module(run_dir)
-    if "tokenize" in _ops(spec):
+    ops = _ops(spec)
+    if "tokenize" in ops:
         raise InputError("this run tokenizes text; prediction on text is not supported yet")
     fitted = fit_statistics(data)  # also sets data.CLASS_NAMES
-    raw, names = read_inputs(data, inputs, spec)
-    try:
-        x = data._preprocess(raw, None, fitted)
-    except data.DataError as exc:
-        raise InputError(f"{inputs[0]}: {exc}") from exc
-    if tuple(x.shape[1:]) != tuple(data.INPUT_SHAPE):
-        raise InputError(f"{inputs[0]}: the samples have shape {tuple(raw.shape[1:])}, which preprocessing makes "
-                         f"{tuple(x.shape[1:])}, but the model expects {tuple(data.INPUT_SHAPE)}")
-    ops = _ops(spec)
+    sources = read_inputs(data, inputs, spec)
+    names = [name for _, source_names, _ in sources for name in source_names]
+    x_out: np.ndarray | None = None
+    done = 0
+    for path, source_names, read in sources:
+        for start in range(0, len(source_names), batch):
+            raw = np.asarray(read(start, min(start + batch, len(source_names))))
+            try:
+                x = data._preprocess(raw, None, fitted)
+            except data.DataError as exc:
+                raise InputError(f"{path}: {exc}") from exc
+            if tuple(x.shape[1:]) != tuple(data.INPUT_SHAPE):
+                raise InputError(f"{path}: the samples have shape {tuple(raw.shape[1:])}, which preprocessing makes "
+                                 f"{tuple(x.shape[1:])}, but the model expects {tuple(data.INPUT_SHAPE)}")
+            if x_out is None:
+                x_out = np.lib.format.open_memmap(out / "x.npy", mode="w+", dtype=x.dtype,
+                                                  shape=(len(names), *data.INPUT_SHAPE))
+            x_out[done:done + len(x)] = x
+            done += len(x)
+    if x_out is not None:
+        x_out.flush()
     steps = [f"{ops[int(k)]} (step {int(k) + 1})" if k.isdigit() and int(k) < len(ops) else k for k in sorted(fitted)]
-    meta = {"task": data.TASK, "class_names": data.CLASS_NAMES, "fitted": steps,
-            "preprocessing": _ops(spec), "source": data.SOURCE}
-    np.savez(out, x=x, names=np.asarray(names), meta=np.asarray(json.dumps(meta)))
+    meta = {"task": data.TASK, "class_names": data.CLASS_NAMES, "fitted": steps, "source": data.SOURCE}
+    (out / "names.json").write_text(json.dumps(names), encoding="utf-8")
+    (out / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
 
 def main(argv: list[str]) -> int:
-    run_dir, out, *inputs = (Path(a) for a in argv)
+    run_dir, out, batch, *inputs = argv
     try:
-        preprocess(run_dir, inputs, out)
+        preprocess(Path(run_dir), [Path(i) for i in inputs], Path(out), int(batch))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

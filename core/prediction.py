@@ -2,7 +2,7 @@
 
 :func:`prepare_inputs` preprocesses the inputs in a subprocess with the run's generated ``data.py``
 (:mod:`core.predict_worker`: the statistics fitted on the training split, the same code as
-training); :func:`predict` runs the model on onnxruntime in batches (no framework); the results are
+training; batch by batch into a memory-mapped file); :func:`predict` runs the model on onnxruntime in batches (no framework); the results are
 class names and probabilities (classification, top K) or values (regression), written as a table,
 JSON lines or CSV (:func:`write_predictions`).
 """
@@ -14,7 +14,6 @@ import io
 import json
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,31 +46,30 @@ class Prediction:
     values: list[float] | None = None
 
 
-def prepare_inputs(run_dir: Path, inputs: list[Path], *, python: str | None = None,
-                   timeout: float = WORKER_TIMEOUT_S) -> Inputs:
-    """Preprocess ``inputs`` as the run in ``run_dir`` preprocessed its training data.
+def prepare_inputs(run_dir: Path, inputs: list[Path], workdir: Path, *, batch: int = 256,
+                   python: str | None = None, timeout: float = WORKER_TIMEOUT_S) -> Inputs:
+    """Preprocess ``inputs`` as the run in ``run_dir`` preprocessed its training data, ``batch``
+    samples at a time, into ``workdir`` (the returned ``x`` is memory-mapped from there).
 
     The worker runs with ``python`` (default: this interpreter; it needs numpy, and pillow for
     images, scikit-learn for built-in datasets). A bad input is a :class:`CommandError` with the
     worker's message."""
-    with tempfile.TemporaryDirectory(prefix="flowtrain-predict-") as tmp:
-        out = Path(tmp) / "inputs.npz"
-        cmd = [python or sys.executable, str(WORKER), str(run_dir), str(out), *map(str, inputs)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            raise CommandError(f"preprocessing the inputs took over {timeout:.0f} s; predict fewer inputs at once",
-                               exit_code=1) from None
-        if done.returncode != 0:
-            lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-            message = lines[-1].removeprefix("error: ") if lines else f"exit code {done.returncode}"
-            if done.returncode == 2:
-                raise CommandError(message)
-            raise CommandError(f"preprocessing the inputs with the run's data.py failed: {message}", exit_code=1)
-        with np.load(out, allow_pickle=False) as arrays:
-            meta = json.loads(str(arrays["meta"]))
-            return Inputs(x=arrays["x"], names=[str(n) for n in arrays["names"]], task=meta["task"],
-                          class_names=meta["class_names"], fitted=meta["fitted"])
+    cmd = [python or sys.executable, str(WORKER), str(run_dir), str(workdir), str(batch), *map(str, inputs)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    except subprocess.TimeoutExpired:
+        raise CommandError(f"preprocessing the inputs took over {timeout:.0f} s; predict fewer inputs at once",
+                           exit_code=1) from None
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        message = lines[-1].removeprefix("error: ") if lines else f"exit code {done.returncode}"
+        if done.returncode == 2:
+            raise CommandError(message)
+        raise CommandError(f"preprocessing the inputs with the run's data.py failed: {message}", exit_code=1)
+    names = json.loads((workdir / "names.json").read_text(encoding="utf-8"))
+    meta = json.loads((workdir / "meta.json").read_text(encoding="utf-8"))
+    x = np.load(workdir / "x.npy", mmap_mode="r") if names else np.zeros((0,), np.float32)
+    return Inputs(x=x, names=names, task=meta["task"], class_names=meta["class_names"], fitted=meta["fitted"])
 
 
 ACTIVATIONS = ("softmax", "sigmoid", "none")
@@ -91,7 +89,7 @@ def predict(model: Path, inputs: Inputs, *, top: int = 3, batch: int = 256,
     dtype = {"float": np.float32, "int64": np.int64}.get(expected, np.float32)
     results: list[Prediction] = []
     for start in range(0, len(inputs.x), batch):
-        chunk = inputs.x[start:start + batch].astype(dtype, copy=False)
+        chunk = np.ascontiguousarray(inputs.x[start:start + batch], dtype=dtype)
         out = np.asarray(session.run(None, {declared.name: chunk})[0], np.float64)
         names = inputs.names[start:start + batch]
         if inputs.task == "classification":
