@@ -14,10 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cli.common import ADMIN_HELP, command_user, local_time, text_table
+from cli.common import ADMIN_HELP, command_user, local_time, reconcile_quietly, text_table
 from core.errors import CommandError
 from core.prediction import as_rows, predict, prepare_inputs, write_predictions
 from schedulers.base import RunState
+from schedulers.launch import Executors
 from schedulers.run_files import ONNX_NAME
 from schedulers.run_lookup import find_run
 from schedulers.run_records import Run
@@ -54,7 +55,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {args.out}: name the file .jsonl or .csv (the format follows the extension)")
     settings = load_settings()
     registry = RunRegistry(home=settings.home)
-    run = find_run(registry, args.run, command_user(settings, args))
+    user = command_user(settings, args)
+    run = find_run(registry, args.run, user)
+    if not run.is_final:  # it may have ended since the registry last looked (this also writes model.onnx)
+        reconcile_quietly(registry, Executors(registry.home), run_ids=[run.id])
+        run = registry.get(run.id, user)
     model = _model_of(run)
     with tempfile.TemporaryDirectory(prefix="flowtrain-predict-") as workdir:
         inputs = prepare_inputs(run.run_dir, args.inputs, Path(workdir), batch=args.batch)
@@ -77,7 +82,7 @@ def _model_of(run: Run) -> Path:
     if run.state != RunState.COMPLETED:
         why = f": {run.reason}" if run.reason else ""
         raise CommandError(f"run {run.id} ({run.name}) is {run.state.value}{why}; only a completed run has a "
-                           "final model to predict with (`python -m flowtrain status RUN` refreshes its state)")
+                           "final model to predict with")
     model = run.run_dir / ONNX_NAME
     if not model.is_file():
         raise CommandError(f"run {run.id} ({run.name}) has no {ONNX_NAME}; write it with "
@@ -101,6 +106,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     settings = load_settings()
     registry = RunRegistry(home=settings.home)
     user = command_user(settings, args)
+    reconcile_quietly(registry, Executors(registry.home), user=user)  # as `runs` does: newly ended runs
     models = [_model_row(registry, run) for run in registry.list_runs(user, states=[RunState.COMPLETED])]
     models = [m for m in models if m is not None]
     if args.json:

@@ -156,6 +156,10 @@ def test_runs_without_a_model_and_other_users_runs_are_refused(trained: dict[str
     message = _refused(trained, "broken", "x.npy")
     assert f"run {failed.id} (broken) is FAILED: the job could not be submitted" in message
 
+    waiting = registry.create_run(user=ME, spec_json=spec_json, spec_hash=run.spec_hash, framework="torch",
+                                  scheduler="local", name="waiting")
+    assert f"run {waiting.id} (waiting) is PENDING; only a completed run" in _refused(trained, "waiting", "x.npy")
+
     theirs = registry.create_run(user="someone-else", spec_json=spec_json, spec_hash=run.spec_hash,
                                  framework="torch", scheduler="local", name=NAME)
     assert f"no run with the id or name '{theirs.id}' for user {ME}" in _refused(trained, theirs.id, "x.npy")
