@@ -255,3 +255,56 @@ def test_a_corrupt_image_is_refused_naming_the_file(image_run: dict[str, Any]) -
     done = flowtrain(image_run["env"], "predict", run.id, str(tmp / "new"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"error: {bad}: cannot read the image") and "Traceback" not in done.stderr
+
+
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A completed regression run on a CSV file (scikit-learn's diabetes, a text column it ignores),
+    standardized with the training split's mean and std."""
+    from sklearn.datasets import load_diabetes
+
+    tmp = tmp_path_factory.mktemp("predict_table")
+    diabetes = load_diabetes()
+    features = [str(c) for c in diabetes.feature_names]
+    with open(tmp / "diabetes.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["note", *features, "target"])
+        writer.writerows([[f"patient {i}", *row.tolist(), t] for i, (row, t) in
+                          enumerate(zip(diabetes.data, diabetes.target, strict=True))])
+    nodes = [{"id": "input", "op": "Input"}, {"id": "fc1", "op": "Linear", "params": {"out_features": 16}},
+             {"id": "relu", "op": "ReLU"}, {"id": "fc2", "op": "Linear", "params": {"out_features": 1}},
+             {"id": "output", "op": "Output"}]
+    doc = {"name": "diabetes", "data": {"source": str(tmp / "diabetes.csv"), "format": "csv", "target": "target",
+                                        "task": "regression", "input_shape": [len(features)], "batch_size": 32,
+                                        "validation_split": 0.2, "num_workers": 0,
+                                        "preprocessing": [{"op": "standardize"}]},
+           "model": {"nodes": nodes, "edges": [{"source": a["id"], "target": b["id"]} for a, b in zip(nodes, nodes[1:])]},
+           "training": {"epochs": 1, "loss": "mse", "optimizer": {"name": "adam", "lr": 0.01}, "log_every_steps": 2,
+                        "resources": {"cpus_per_task": 1}}}
+    (tmp / "spec.json").write_text(json.dumps(doc))
+    home = tmp / "home"
+    env = cli_env(home, tmp)
+    out = flowtrain(env, "run", str(tmp / "spec.json"), "--scheduler", "local", "--wait", "--max-steps", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    registry = RunRegistry(home=home)
+    [run] = registry.list_runs(ME)
+    assert run.state == RunState.COMPLETED and (run.run_dir / "model.onnx").is_file(), registry.history(run.id)
+    return {"env": env, "tmp": tmp, "run": registry.get(run.id), "result": registry.result(run.id),
+            "features": features, "data": diabetes}
+
+
+def test_csv_rows_of_a_table_run_reproduce_its_validation_loss(table_run: dict[str, Any]) -> None:
+    run, tmp, features, diabetes = table_run["run"], table_run["tmp"], table_run["features"], table_run["data"]
+    rows = _run_data(run).split_indices(len(diabetes.target))["val"]
+    with open(tmp / "new.csv", "w", newline="") as f:  # the feature columns in another order, no target
+        writer = csv.writer(f)
+        writer.writerow([*reversed(features), "comment"])
+        writer.writerows([[*reversed(diabetes.data[i].tolist()), "x"] for i in rows])
+    done = flowtrain(table_run["env"], "predict", "diabetes", str(tmp / "new.csv"), "--batch", "20",
+                     "--out", str(tmp / "values.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert "statistics of standardize (step 1) recomputed" in done.stdout
+    values = np.asarray([json.loads(line)["value"] for line in (tmp / "values.jsonl").read_text().splitlines()])
+    assert values.shape == (len(rows),)
+    mse = float(np.mean((values - diabetes.target[rows]) ** 2))
+    assert mse == pytest.approx(table_run["result"]["val_loss"], rel=1e-4)
