@@ -5,7 +5,9 @@ One digits run is trained by the real generated torch program (examples/digits_c
 ``model.onnx``, and is then asked to predict its own validation samples as a user would hand them
 in: raw 8x8 arrays (``.npy``/``.npz``) and CSV rows. The accuracy of those predictions must equal
 the validation accuracy the training program reported, which only holds if predict preprocesses
-exactly as training did (statistics included) and runs the same model.
+exactly as training did (statistics included) and runs the same model. Two more runs do the same
+for a folder of PNG files (class names from the folders) and for CSV rows of a regression run
+(standardized; its validation loss).
 """
 
 from __future__ import annotations
