@@ -28,7 +28,7 @@ def find_run(registry: RunList, ref: str, user: str) -> Run:
         pass
     named = [r for r in registry.list_runs(user) if r.name == ref]
     if not named:
-        raise RunNotFound(f"no run with the id or name {ref!r} for user {user}; "
+        raise RunNotFound(f"no run {ref!r} (by id or by name) for user {user}; "
                           "`python -m flowtrain runs` lists the runs")
     if len(named) > 1:
         ids = ", ".join(f"{r.id} ({r.state.value})" for r in named)

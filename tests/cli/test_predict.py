@@ -164,7 +164,7 @@ def test_runs_without_a_model_and_other_users_runs_are_refused(trained: dict[str
 
     theirs = registry.create_run(user="someone-else", spec_json=spec_json, spec_hash=run.spec_hash,
                                  framework="torch", scheduler="local", name=NAME)
-    assert f"no run with the id or name '{theirs.id}' for user {ME}" in _refused(trained, theirs.id, "x.npy")
+    assert f"no run '{theirs.id}' (by id or by name) for user {ME}" in _refused(trained, theirs.id, "x.npy")
 
     twin = registry.create_run(user=ME, spec_json=spec_json, spec_hash=run.spec_hash, framework="torch",
                                scheduler="local", name="twins")
