@@ -3,13 +3,14 @@
 ``spec`` (schema, zoo, validate, summary, ops), ``codegen`` (generate,
 support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
 sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence), ``export``
-(export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data) and ``settings_schema`` (settings-schema). ``flowtrain.py`` wires them together
+(export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data), ``predict`` (predict, models) and
+``settings_schema`` (settings-schema). ``flowtrain.py`` wires them together
 (:data:`COMMAND_MODULES`).
 """
 
 from __future__ import annotations
 
-from cli import calibrate, codegen, data, equivalence, export, onnx_import, runs, settings_schema, spec, sweeps
+from cli import calibrate, codegen, data, equivalence, export, onnx_import, predict, runs, settings_schema, spec, sweeps
 
 # In the order `python -m flowtrain --help` lists them.
-COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, export, onnx_import, data, settings_schema)
+COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, export, onnx_import, data, predict, settings_schema)
