@@ -45,9 +45,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from core.errors import SpecError
 from schedulers.base import FINAL_STATES, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_completed_runs
-from schedulers.rank_errors import failure_reason
+from schedulers.rank_errors import Layout, failure_reason
 from schedulers.registry_db import (
     FINAL_SQL,
     MIGRATIONS,
@@ -532,9 +533,19 @@ class RunRegistry(SweepTable):
             tail = self.log_tail(run.id)
         if status.state == RunState.FAILED:  # the failing rank's own words, not just "exit code 1"
             log = self.log_path(run.id)
-            reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework)
+            reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework,
+                                    self._layout(run.id))
             status = dataclasses.replace(status, reason=reason or status.reason)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
+
+    def _layout(self, run_id: str) -> Layout | None:
+        """The run's nodes and processes per node, from its spec; ``None`` for a record without a
+        readable spec (the failure reason then rests on the job log and the ranks' files alone)."""
+        try:
+            resources = self.get(run_id).spec().training.resources
+        except SpecError:
+            return None
+        return Layout(resources.nodes, resources.gpus_per_node or 1)
 
     @guarded
     def fetch_accounting(self, run_id: str, executors: Mapping[str, Executor], user: str | None = None
