@@ -87,6 +87,7 @@ class JobRequest:
     env: tuple[tuple[str, str], ...] = ()
     module: str | None = None  # an Lmod module job.sbatch loads before the launch line
     modulepath: tuple[str, ...] = ()
+    restarts: int = 0  # how often job.sbatch starts the program again after a failed attempt (Slurm)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from core.validate import Analysis, validate
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
+from schedulers.restarts import restart_budget
 from schedulers.runs import Run, RunRegistry, StateChange
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
@@ -230,6 +231,7 @@ def submit_run(
             run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
             resources=replace(selection.resources, partition=partition), args=tuple(args),
             module=selection.module, modulepath=selection.modulepath,
+            restarts=restart_budget(spec, scheduler),
         )
         job_id = executor.submit(request)
     except Exception as exc:

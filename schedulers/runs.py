@@ -58,6 +58,7 @@ from schedulers.registry_db import (
     private_file,
     statements,
 )
+from schedulers.restarts import RESTART_EVENT, attempts, restart_events
 from schedulers.run_files import (
     CODE_FILES,
     Artifact,
@@ -536,7 +537,25 @@ class RunRegistry(SweepTable):
             reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework,
                                     self._layout(run.id))
             status = dataclasses.replace(status, reason=reason or status.reason)
+        if run.scheduler == "slurm":
+            self._record_restarts(run, final=status.state in FINAL_STATES)
         return self.record_status(run.id, status, started=started, ended=ended, log_tail=tail)
+
+    def _record_restarts(self, run: Run, final: bool) -> None:
+        """Each restart within the allocation that the job log shows, once, as a line of the history
+        (:mod:`schedulers.restarts`); they come before the run's final state."""
+        log = self.log_path(run.id)
+        text = tail_file(log, FAILURE_LOG_LINES) if log else ""
+        if not any(a.number > 1 for a in attempts(text)):
+            return
+        events = restart_events(run.run_dir, text, run.framework, self._layout(run.id), self.restart_count(run.id),
+                                final)
+        for detail in events:
+            self.add_event(run.id, detail)
+
+    def restart_count(self, run_id: str) -> int:
+        """How often the run restarted within its allocation so far (its history's restart lines)."""
+        return sum(1 for change in self.history(run_id) if RESTART_EVENT.match(change.detail))
 
     def _layout(self, run_id: str) -> Layout | None:
         """The run's nodes and processes per node, from its spec; ``None`` for a record without a

@@ -62,12 +62,14 @@ RANK_VARIABLE = {"torch": "RANK", "keras": "SLURM_PROCID", "paddle": "PADDLE_TRA
 
 
 def _submit_long_run(tmp_path: Path, framework: str, *args: str) -> tuple[dict[str, str], Path, RunRegistry, Any]:
-    """A 2-node run of 50 epochs (``args``, e.g. --max-steps, go to ``flowtrain run``), submitted without waiting."""
+    """A 2-node run of 50 epochs (``args``, e.g. --max-steps, go to ``flowtrain run``), submitted without
+    waiting, with no restarts: its first failure fails the run (restarts: tests/cli/test_restarts.py)."""
     home = tmp_path / "home"
     env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
     spec = _spec(tmp_path, framework, 2, 0)
     doc = json.loads(spec.read_text())
     doc["training"]["epochs"] = 50  # far longer than the tests wait
+    doc["training"]["restarts"] = 0
     spec.write_text(json.dumps(doc))
     submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", framework, *args)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr

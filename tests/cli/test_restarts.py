@@ -1,0 +1,68 @@
+"""Restarts within the allocation on the real dev Slurm cluster (training.restarts,
+schedulers/restarts.py): rank 1 of a 2-node run is killed with SIGKILL after the first epoch's
+checkpoint; the job script starts the program again, it resumes from its newest checkpoint, and the
+run completes. Its history says which rank was lost on which node and from which step it went on,
+``status`` shows ``restarts 1/2``, and every rank ends with the same weights; with a budget of 0 the
+same kill fails the run (tests/cli/test_multinode.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from schedulers.runs import RunRegistry
+from tests.cli.test_multinode import _final_status, _rank_processes, _spec
+from tests.cli.test_run_commands import ME, cli_env, flowtrain
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.slurm, pytest.mark.frameworks, pytest.mark.usefixtures("slurm_cluster")]
+
+EPOCHS = 4  # of 12 steps each, a checkpoint at the end of every epoch
+
+
+def _digests(run_dir: Path) -> dict[str, str]:
+    return {p.name: json.loads(p.read_text())["weights_sha256"] for p in (run_dir / "ranks").glob("rank-*.json")}
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_a_killed_rank_restarts_from_the_checkpoint_and_the_run_completes(framework: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
+    spec = _spec(tmp_path, framework, 2, 0)
+    doc = json.loads(spec.read_text())
+    doc["training"]["epochs"] = EPOCHS  # restarts unset: Slurm's default budget, 2
+    spec.write_text(json.dumps(doc))
+    submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", framework)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    reg = RunRegistry(home=home)
+    [run] = reg.list_runs(ME)
+    checkpoints, metrics = run.run_dir / "checkpoints", run.run_dir / "metrics.jsonl"
+
+    def past_first_checkpoint() -> bool:
+        steps = [json.loads(ln)["step"] for ln in metrics.read_text().splitlines()
+                 if '"event": "train"' in ln] if metrics.is_file() else []
+        return any(checkpoints.glob("ckpt-12*")) and max(steps, default=0) > 12
+
+    wait_until(past_first_checkpoint, timeout=300, interval=0.05,
+               message=lambda: f"the first epoch's checkpoint: {reg.get(run.id, ME).state}")
+    victims = wait_until(lambda: _rank_processes(run.run_dir, framework, 1), timeout=30, message="rank 1's process")
+    for pid in victims:
+        os.kill(pid, 9)
+    final = _final_status(env, run.id, timeout=400)
+    log = (run.run_dir / f"slurm-{run.job_id}.out").read_text()
+    assert final["state"] == "COMPLETED", json.dumps(final["history"], indent=1) + "\n" + log
+    restarts = [h["detail"] for h in final["history"] if h["detail"].startswith("restart ")]
+    assert len(restarts) == 1, restarts
+    said = re.fullmatch(r"restart 1 of 2: rank 1 \(n[1-4]\) lost.*; resumed from step (\d+)", restarts[0])
+    assert said and int(said.group(1)) >= 12 and int(said.group(1)) % 12 == 0, restarts[0]
+    assert final["restarts_within_allocation"] == {"used": 1, "budget": 2}
+    shown = flowtrain(env, "status", run.id).stdout
+    assert "restarts 1/2" in shown, shown
+    result = reg.result(run.id)
+    assert result is not None and result["steps"] == EPOCHS * 12
+    digests = _digests(run.run_dir)
+    assert sorted(digests) == ["rank-0.json", "rank-1.json"] and set(digests.values()) == {result["weights_sha256"]}
