@@ -12,7 +12,9 @@ log. The program resumes by itself (``--resume auto``: the newest checkpoint tha
 from which step (``resumed from … (step N, …)``; nothing when there was no checkpoint yet).
 
 No restart follows an attempt that ended on a signal to the batch shell (the user's ``scancel``,
-Slurm's time-limit warning) or with exit code 3 (the program checkpointed on such a signal).
+Slurm's time-limit warning), with exit code 2 (bad data or arguments) or 3 (the program checkpointed
+on such a signal). torchrun reports any failed worker as its own exit code 1, so a torch run's bad
+input is retried like any other failure, and fails the same way each time.
 
 The registry records each restart as a line of the run's history, ``restart 1 of 2: <why>; <from
 which step>`` (:func:`restart_events`), once the next attempt has said where it resumed.

@@ -65,11 +65,13 @@ def test_the_last_attempts_exit_code_is_the_jobs(tmp_path: Path, restarts: int, 
     assert done.returncode == 7 and (script.parent / "starts").read_text() == str(attempts), done.stdout + done.stderr
 
 
-def test_a_program_that_checkpointed_on_a_signal_is_not_restarted(tmp_path: Path) -> None:
-    """Exit code 3: the program saved a checkpoint on Slurm's warning and stopped; the job ends."""
-    script = _job(tmp_path, "import pathlib, sys\npathlib.Path('started').touch()\nsys.exit(3)\n", restarts=2)
+@pytest.mark.parametrize("code", [2, 3])
+def test_bad_input_or_a_checkpointed_stop_is_not_restarted(tmp_path: Path, code: int) -> None:
+    """Exit code 2: bad data or arguments, the same again on every attempt; 3: the program saved a
+    checkpoint on Slurm's warning and stopped (docs/generated-program.md, exit codes). The job ends."""
+    script = _job(tmp_path, f"import pathlib, sys\npathlib.Path('started').touch()\nsys.exit({code})\n", restarts=2)
     done = _run(script)
-    assert done.returncode == 3 and done.stdout.count("flowtrain: attempt ") == 1, done.stdout
+    assert done.returncode == code and done.stdout.count("flowtrain: attempt ") == 1, done.stdout
 
 
 def test_a_cancelled_job_is_not_restarted(tmp_path: Path) -> None:
