@@ -239,6 +239,9 @@ def submit_run(
         raise
     registry.mark_submitted(run.id, job_id, f"submitted to {scheduler} as job {job_id}"
                             + (f" on partition {partition}" if partition else ""))
+    if spec.training.restarts and scheduler != "slurm":  # said, not silently dropped
+        registry.add_event(run.id, f"training.restarts = {spec.training.restarts} applies to Slurm runs only: "
+                                   f"this {scheduler} run does not restart")
     registry.reconcile({scheduler: executor}, run_ids=[run.id], metrics=False)
     return registry.get(run.id)
 

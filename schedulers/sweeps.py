@@ -27,6 +27,7 @@ from core.sweep import SweepSpec, best_index, expand_sweep
 from core.validate import validate
 from schedulers.base import ArrayExecutor, ArraySubmission, Executor, JobRequest, JobStatus, RunState, SchedulerError
 from schedulers.launch import Executors, plan
+from schedulers.restarts import restart_budget
 from schedulers.runs import Run, RunRegistry, StateChange, Sweep
 from settings import Settings, load_settings
 from settings.access import pin_source
@@ -77,7 +78,8 @@ def submit_sweep(
             requests.append(JobRequest(
                 run_dir=run.run_dir, name=f"ft-{spec.name}", framework=framework_name,
                 resources=replace(selection.resources, partition=partition), args=tuple(args),
-                module=selection.module, modulepath=selection.modulepath))
+                module=selection.module, modulepath=selection.modulepath,
+                restarts=restart_budget(spec, scheduler)))  # one job script for the array: the sweep's budget
         executor = executors.make(scheduler, python=selection.python)
         if not isinstance(executor, ArrayExecutor):
             raise SchedulerError(f"the {scheduler} executor cannot run a group of jobs (a sweep)")

@@ -4,6 +4,7 @@ multi-node job runs around srun. The multi-node runs on the dev cluster are in t
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from schedulers.base import JobRequest, Resources
+from schedulers.runs import RunRegistry
 from schedulers.slurm.sbatch import render_sbatch
+from tests.cli.test_run_commands import ME, cli_env, flowtrain, small_spec
 from tests.helpers import wait_until
 
 # A program that fails its first attempt the way a killed rank does (SIGKILL, after writing an error
@@ -111,3 +114,23 @@ def test_a_restart_budget_that_is_not_a_small_count_is_refused(bad: object, tmp_
     with pytest.raises(ValueError, match="restarts must be an integer from 0 to 100"):
         render_sbatch(JobRequest(run_dir=tmp_path, name="r", framework="torch", restarts=bad),  # type: ignore[arg-type]
                       python="p")
+
+
+@pytest.mark.frameworks
+def test_a_local_run_says_that_it_does_not_restart(tmp_path: Path) -> None:
+    """training.restarts is for Slurm allocations: a local run with it set says so in its history
+    instead of dropping it silently (this one fails at once on its missing data: exit code 2)."""
+    home = tmp_path / "home"
+    env = cli_env(home, tmp_path)
+    spec = small_spec(tmp_path, source=str(tmp_path / "missing.npz"), format="npz", input_shape=[1, 28, 28],
+                      num_classes=10)
+    doc = json.loads(spec.read_text())
+    doc["training"]["restarts"] = 1
+    spec.write_text(json.dumps(doc))
+    out = flowtrain(env, "run", str(spec), "--scheduler", "local", "--wait")
+    assert out.returncode == 1 and "FAILED (exit code 2)" in out.stdout, out.stdout + out.stderr
+    [run] = RunRegistry(home=home).list_runs(ME)
+    notes = [h.detail for h in RunRegistry(home=home).history(run.id)]
+    assert "training.restarts = 1 applies to Slurm runs only: this local run does not restart" in notes, notes
+    shown = flowtrain(env, "status", run.id).stdout
+    assert "restarts" not in shown.split("\n", 2)[1], shown  # the state line: no restart budget locally
