@@ -82,3 +82,40 @@ def test_a_killed_rank_restarts_from_the_checkpoint_and_the_run_completes(framew
         ended = _final_status(ref_env, reference.id, timeout=400)
         assert ended["state"] == "COMPLETED", ended
         assert set(_digests(reference.run_dir).values()) == {result["weights_sha256"]}, "not the uninterrupted weights"
+
+
+def test_a_rank_lost_before_the_first_checkpoint_starts_from_step_0_and_a_cancel_ends_the_restarts(
+        tmp_path: Path) -> None:
+    """Rank 1 is killed before any checkpoint exists: attempt 2 trains from step 0 and the history
+    says so. The user then cancels the run: it ends CANCELLED, with no third attempt."""
+    home = tmp_path / "home"
+    env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
+    spec = _spec(tmp_path, "torch", 2, 0)
+    doc = json.loads(spec.read_text())
+    doc["training"]["epochs"] = 50  # far longer than the test waits
+    spec.write_text(json.dumps(doc))
+    submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", "torch")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    reg = RunRegistry(home=home)
+    [run] = reg.list_runs(ME)
+    metrics, log = run.run_dir / "metrics.jsonl", run.run_dir / f"slurm-{run.job_id}.out"
+    wait_until(lambda: metrics.is_file() and '"event": "train"' in metrics.read_text(), timeout=300, interval=0.05,
+               message="the first train record")
+    assert not any((run.run_dir / "checkpoints").glob("ckpt-*"))  # the first one comes after 12 steps
+    for pid in wait_until(lambda: _rank_processes(run.run_dir, "torch", 1), timeout=30, message="rank 1's process"):
+        os.kill(pid, 9)
+
+    def restarted() -> list[str]:
+        doc = json.loads(flowtrain(env, "status", run.id, "--json").stdout)
+        return [h["detail"] for h in doc["history"] if h["detail"].startswith("restart ")]
+
+    [event] = wait_until(restarted, timeout=300, message="attempt 2 to start training")
+    assert re.fullmatch(r"restart 1 of 2: rank 1 \(n[1-4]\) lost.*; started again from step 0 \(no checkpoint yet\)",
+                        event), event
+    cancelled = flowtrain(env, "cancel", run.id)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    final = _final_status(env, run.id, timeout=120)
+    assert final["state"] == "CANCELLED", final
+    text = log.read_text()
+    assert "flowtrain: attempt 2 of 3" in text and "flowtrain: attempt 3 of 3" not in text, text
+    assert final["restarts_within_allocation"] == {"used": 1, "budget": 2}
