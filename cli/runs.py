@@ -27,7 +27,7 @@ from cli.common import (
     with_epochs,
 )
 from cli.terminal import terminal_text
-from core.errors import CommandError
+from core.errors import CommandError, SpecError
 from core.frameworks import FRAMEWORKS
 from core.load import load_spec
 from schedulers.accounting import record_words
@@ -35,10 +35,11 @@ from schedulers.base import RunState, SchedulerError
 from schedulers.discovery import discover
 from schedulers.launch import Executors, accounting_for, plan, submit_run, wait_for_run
 from schedulers.model_export import export_note
-from schedulers.reconcile import cancel_run, fetch_accounting
+from schedulers.reconcile import cancel_run, fetch_accounting, restart_count
 from schedulers.registry.files import tail_of
 from schedulers.registry.records import Run, StateChange
 from schedulers.registry.runs import RunRegistry
+from schedulers.restarts import restart_budget
 from settings import SCHEDULERS, Settings, load_settings
 from settings.access import listing_user, os_user
 
@@ -290,8 +291,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     history = registry.history(run.id)
     artifacts = registry.artifacts(run.id)
     last = registry.metrics(run.id)[-5:]
+    used, budget = restart_count(registry, run.id), _restart_budget(run)
     if args.json:
         doc = run.to_dict()
+        doc["restarts_within_allocation"] = {"used": used, "budget": budget}
         doc["history"] = [h.__dict__ for h in history]
         doc["artifacts"] = [a.to_dict() for a in artifacts]
         doc["result"] = registry.result(run.id)
@@ -300,7 +303,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"run {run.id} ({run.name}) by {run.user}")
     print(f"  state      {run.state.value}" + (f" ({_exit_words(run)})" if _exit_words(run) else "")
-          + (f", {run.restarts} restart(s)" if run.restarts else ""))
+          + (f", {run.restarts} restart(s)" if run.restarts else "")
+          + (f", restarts {used}/{budget}" if budget else ""))
     if run.reason:
         print(f"  reason     {run.reason}")
     print(f"  framework  {run.framework}  scheduler {run.scheduler}"
@@ -393,3 +397,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     print(f"run {run.id}: {run.state.value}" + ("" if run.is_final else " (cancel requested; it ends after "
                                                  "writing a checkpoint)"))
     return 0
+
+
+def _restart_budget(run: Run) -> int | None:
+    """How often the run may restart within its allocation (``training.restarts`` or the scheduler's
+    default); ``None`` for a record whose spec cannot be read."""
+    try:
+        return restart_budget(run.spec(), run.scheduler)
+    except SpecError:
+        return None

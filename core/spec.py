@@ -376,6 +376,10 @@ class TrainingSpec(Strict):
     init_weights: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
         None, description="Canonical weights (.npz, keys '<node id>/<name>') a fresh run starts from, e.g. an "
         "imported ONNX model's: a path under your data roots, or next to the spec file.")
+    # Added within schema version 2 (default None, so older documents read and hash unchanged).
+    restarts: Annotated[int, Field(ge=0, le=100)] | None = Field(
+        None, description="How often a failed run restarts from its newest checkpoint within its allocation "
+        "(a rank that died: killed, out of memory, a lost node). Default: 2 on Slurm, 0 locally.")
 
 
 # --------------------------------------------------------------------------- the document
@@ -415,6 +419,8 @@ class PipelineSpec(Strict):
                 resources.pop(key, None)
         if doc["training"].get("init_weights") is None:  # added within version 1 too
             doc["training"].pop("init_weights", None)
+        if doc["training"].get("restarts") is None:  # added within version 2: unset hashes as before
+            doc["training"].pop("restarts", None)
         if doc["data"].get("loading") == "auto":  # added within version 1 too: its default hashes as before
             doc["data"].pop("loading", None)
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

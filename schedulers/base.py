@@ -90,6 +90,7 @@ class JobRequest:
     modulepath: tuple[str, ...] = ()
     python: str | None = None  # the selected environment's interpreter (None: the executor's own), so
     # that one executor per scheduler submits jobs for every environment
+    restarts: int = 0  # how often job.sbatch starts the program again after a failed attempt (Slurm)
 
 
 @dataclass(frozen=True)

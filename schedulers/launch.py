@@ -35,6 +35,7 @@ from schedulers.pinning import pin_run
 from schedulers.reconcile import follow, reconcile
 from schedulers.registry.records import Run, StateChange
 from schedulers.registry.runs import RunRegistry
+from schedulers.restarts import restart_budget
 from schedulers.selector import LOCAL_PARTITION, Selection, select
 from schedulers.speed import SpeedBook, SpeedCache
 from schedulers.utilisation import PartitionUtilisation
@@ -284,6 +285,7 @@ def launch(
             run_dir=run.run_dir, name=job_name or f"ft-{spec.name}", framework=framework_name,
             resources=replace(selection.resources, partition=partition), args=tuple(args),
             module=selection.module, modulepath=selection.modulepath, python=selection.python,
+            restarts=restart_budget(spec, scheduler),
         )
         job_id = executor.submit(request)
     except Exception as exc:
@@ -291,6 +293,9 @@ def launch(
         raise
     registry.mark_submitted(run.id, job_id, f"submitted to {scheduler} as job {job_id}"
                             + (f" on partition {partition}" if partition else ""))
+    if spec.training.restarts and scheduler != "slurm":  # said, not silently dropped
+        registry.add_event(run.id, f"training.restarts = {spec.training.restarts} applies to Slurm runs only: "
+                                   f"this {scheduler} run does not restart")
     reconcile(registry, {scheduler: executor}, run_ids=[run.id], metrics=False)
     return registry.get(run.id)
 

@@ -17,13 +17,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.errors import SpecError
 from schedulers.base import FINAL_STATES, AccountingExecutor, Executor, JobStatus, RunState, SchedulerError
 from schedulers.model_export import export_pending
-from schedulers.rank_errors import failure_reason
+from schedulers.rank_errors import Layout, failure_reason
 from schedulers.registry.db import RegistryError
 from schedulers.registry.files import tail_file
 from schedulers.registry.records import ReconcileReport, Run, StateChange
 from schedulers.registry.runs import RunRegistry
+from schedulers.restarts import RESTART_EVENT, attempts, restart_events
 
 FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank
 
@@ -97,9 +99,39 @@ def _apply(registry: RunRegistry, run: Run, status: JobStatus) -> StateChange | 
         tail = registry.log_tail(run.id)
     if status.state == RunState.FAILED:  # the failing rank's own words, not just "exit code 1"
         log = registry.log_path(run.id)
-        reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework)
+        reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework,
+                                _layout(run))
         status = dataclasses.replace(status, reason=reason or status.reason)
+    if run.scheduler == "slurm":
+        _record_restarts(registry, run, final=status.state in FINAL_STATES)
     return registry.record_status(run.id, status, log_tail=tail)
+
+
+def _record_restarts(registry: RunRegistry, run: Run, final: bool) -> None:
+    """Each restart within the allocation that the job log shows, once, as a line of the history
+    (:mod:`schedulers.restarts`); they come before the run's final state."""
+    log = registry.log_path(run.id)
+    text = tail_file(log, FAILURE_LOG_LINES) if log else ""
+    if not any(a.number > 1 for a in attempts(text)):
+        return
+    for detail in restart_events(run.run_dir, text, run.framework, _layout(run), restart_count(registry, run.id),
+                                 final):
+        registry.add_event(run.id, detail)
+
+
+def restart_count(registry: RunRegistry, run_id: str) -> int:
+    """How often the run restarted within its allocation so far (its history's restart lines)."""
+    return sum(1 for change in registry.history(run_id) if RESTART_EVENT.match(change.detail))
+
+
+def _layout(run: Run) -> Layout | None:
+    """The run's nodes and processes per node, from its spec; ``None`` for a record without a
+    readable spec (the failure reason then rests on the job log and the ranks' files alone)."""
+    try:
+        resources = run.spec().training.resources
+    except SpecError:
+        return None
+    return Layout(resources.nodes, resources.gpus_per_node or 1)
 
 
 def fetch_accounting(registry: RunRegistry, run_id: str, executors: Mapping[str, Executor],

@@ -33,6 +33,7 @@ from schedulers.reconcile import follow, reconcile
 from schedulers.registry.records import Run, StateChange
 from schedulers.registry.runs import RunRegistry
 from schedulers.registry.sweeps import Sweep
+from schedulers.restarts import restart_budget
 from settings import Settings, load_settings
 
 
@@ -87,7 +88,8 @@ def submit_sweep(
             requests.append(JobRequest(
                 run_dir=run.run_dir, name=f"ft-{spec.name}", framework=framework_name,
                 resources=replace(selection.resources, partition=partition), args=tuple(args),
-                module=selection.module, modulepath=selection.modulepath))
+                module=selection.module, modulepath=selection.modulepath,
+                restarts=restart_budget(spec, scheduler)))  # one job script for the array: the sweep's budget
         executor = executors.make(scheduler, python=selection.python)
         if not isinstance(executor, ArrayExecutor):
             raise SchedulerError(f"the {scheduler} executor cannot run a group of jobs (a sweep)")

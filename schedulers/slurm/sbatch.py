@@ -204,6 +204,8 @@ def render_sbatch(
     for key, _ in request.env:
         if not _ENV_KEY.fullmatch(key):
             raise ValueError(f"environment variable name {key!r} is invalid; expected [A-Za-z_][A-Za-z0-9_]*")
+    if not isinstance(request.restarts, int) or isinstance(request.restarts, bool) or not 0 <= request.restarts <= 100:
+        raise ValueError(f"restarts must be an integer from 0 to 100, got {request.restarts!r}")
     if signal is not None and not re.fullmatch(r"(B:|R:|RB:)?[A-Z0-9]+(@\d+)?", signal):
         raise ValueError(f"signal {signal!r} is not an sbatch --signal value like 'B:USR1@120'")
 
@@ -251,6 +253,8 @@ def render_sbatch(
         distributed=launch.distributed,
         node_addresses=launch.node_addresses,
         launch=launch.line,
+        launch_line=launch.line.removeprefix("exec "),
+        restarts=request.restarts,
         module=request.module,
         module_lines=sbatch_lines(request.module, request.modulepath) if request.module else [],
     )

@@ -62,12 +62,14 @@ RANK_VARIABLE = {"torch": "RANK", "keras": "SLURM_PROCID", "paddle": "PADDLE_TRA
 
 
 def _submit_long_run(tmp_path: Path, framework: str, *args: str) -> tuple[dict[str, str], Path, RunRegistry, Any]:
-    """A 2-node run of 50 epochs (``args``, e.g. --max-steps, go to ``flowtrain run``), submitted without waiting."""
+    """A 2-node run of 50 epochs (``args``, e.g. --max-steps, go to ``flowtrain run``), submitted without
+    waiting, with no restarts: its first failure fails the run (restarts: tests/cli/test_restarts.py)."""
     home = tmp_path / "home"
     env = cli_env(home, tmp_path, SLURM_CONF=os.environ["SLURM_CONF"])
     spec = _spec(tmp_path, framework, 2, 0)
     doc = json.loads(spec.read_text())
     doc["training"]["epochs"] = 50  # far longer than the tests wait
+    doc["training"]["restarts"] = 0
     spec.write_text(json.dumps(doc))
     submitted = flowtrain(env, "run", str(spec), "--scheduler", "slurm", "--framework", framework, *args)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
@@ -85,11 +87,17 @@ def _final_status(env: dict[str, str], run_id: str, timeout: float) -> dict[str,
     return wait_until(ended, timeout=timeout, message="the job to end after one rank died")
 
 
+# Rank 1 lost, on a node of the job, by its own launcher's report or by what the survivor said.
+LOST_RANK_1 = (r"rank 1 \(n[1-4]\) lost(?: \(killed by signal 9, SIGKILL\)|: (?:it wrote no error and )?"
+               r"rank 0 (?:timed out waiting for it|lost its connection to it|failed waiting for it))")
+
+
 @pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
 def test_a_rank_that_dies_fails_the_whole_job_within_a_minute(framework: str, tmp_path: Path) -> None:
     """Rank 1 is killed mid-run (SIGKILL: it writes nothing); the other rank would wait for it in the
     next collective until the time limit without srun's --kill-on-bad-exit. The reason names rank 1
-    and the signal, from its launcher's report in the job log."""
+    as the lost one whichever launcher reports first: with the signal when its launcher reported it,
+    else from the survivor that waited for it (schedulers/rank_errors.py)."""
     env, home, reg, run = _submit_long_run(tmp_path, framework)
     metrics = run.run_dir / "metrics.jsonl"
     wait_until(lambda: metrics.is_file() and '"event": "train"' in metrics.read_text(), timeout=240,
@@ -101,7 +109,7 @@ def test_a_rank_that_dies_fails_the_whole_job_within_a_minute(framework: str, tm
     final = _final_status(env, run.id, timeout=60)
     log = (run.run_dir / f"slurm-{run.job_id}.out").read_text()
     assert final["state"] == "FAILED" and time.monotonic() - killed < 60, log
-    assert re.fullmatch(r"rank 1 \(\S+\) killed by signal 9 \(SIGKILL\)", final["reason"]), final["reason"] + "\n" + log
+    assert re.fullmatch(LOST_RANK_1, final["reason"]), final["reason"] + "\n" + log
     shown = flowtrain(env, "status", run.id).stdout
     assert f"reason     {final['reason']}" in shown, shown
 

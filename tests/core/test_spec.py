@@ -240,3 +240,18 @@ def test_schema_describes_blocks() -> None:
     assert "blocks" in schema["$defs"]["ModelSpec"]["properties"]
     assert {"name", "inputs", "params", "nodes", "edges", "output"} <= schema["$defs"]["BlockSpec"]["properties"].keys()
     assert "(schema_version 2)" in schema["title"]
+
+
+def test_restarts_is_optional_enters_the_hash_when_set_and_is_checked() -> None:
+    """``training.restarts`` came within version 2: unset, a spec hashes as before (the stored
+    version-1 file above keeps its hash); set, it is part of what the run ran with."""
+    d = doc()
+    unset = spec_from_dict(d)
+    assert unset.training.restarts is None
+    d["training"]["restarts"] = 1
+    assert spec_from_dict(d).spec_hash() != unset.spec_hash()
+    for bad in (-1, 101, 2.5):
+        d["training"]["restarts"] = bad
+        with pytest.raises(SpecError) as caught:
+            spec_from_dict(d)
+        assert "training.restarts" in str(caught.value)
