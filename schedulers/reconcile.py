@@ -100,7 +100,7 @@ def _apply(registry: RunRegistry, run: Run, status: JobStatus) -> StateChange | 
     if status.state == RunState.FAILED:  # the failing rank's own words, not just "exit code 1"
         log = registry.log_path(run.id)
         reason = failure_reason(run.run_dir, tail_file(log, FAILURE_LOG_LINES) if log else "", run.framework,
-                                _layout(run))
+                                _layout(registry, run.id))
         status = dataclasses.replace(status, reason=reason or status.reason)
     if run.scheduler == "slurm":
         _record_restarts(registry, run, final=status.state in FINAL_STATES)
@@ -114,7 +114,7 @@ def _record_restarts(registry: RunRegistry, run: Run, final: bool) -> None:
     text = tail_file(log, FAILURE_LOG_LINES) if log else ""
     if not any(a.number > 1 for a in attempts(text)):
         return
-    for detail in restart_events(run.run_dir, text, run.framework, _layout(run), restart_count(registry, run.id),
+    for detail in restart_events(run.run_dir, text, run.framework, _layout(registry, run.id), restart_count(registry, run.id),
                                  final):
         registry.add_event(run.id, detail)
 
@@ -124,11 +124,11 @@ def restart_count(registry: RunRegistry, run_id: str) -> int:
     return sum(1 for change in registry.history(run_id) if RESTART_EVENT.match(change.detail))
 
 
-def _layout(run: Run) -> Layout | None:
+def _layout(registry: RunRegistry, run_id: str) -> Layout | None:
     """The run's nodes and processes per node, from its spec; ``None`` for a record without a
     readable spec (the failure reason then rests on the job log and the ranks' files alone)."""
     try:
-        resources = run.spec().training.resources
+        resources = registry.get(run_id).spec().training.resources
     except SpecError:
         return None
     return Layout(resources.nodes, resources.gpus_per_node or 1)
