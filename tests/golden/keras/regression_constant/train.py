@@ -213,11 +213,43 @@ def batch_totals(output: tf.Tensor, target: tf.Tensor, losses: tf.Tensor) -> tf.
 # --------------------------------------------------------------------------- optimizer and schedule
 
 
+class TorchAdam(keras.optimizers.Optimizer):
+    """Adam as torch computes it: w -= lr·m̂ / (√v̂ + eps), with the bias-corrected moments m̂ and v̂.
+    Keras's Adam adds eps to the uncorrected √v, a larger eps in the first steps, so its steps drift
+    from torch's. Decoupled weight decay (AdamW) is Keras's own: w -= lr·wd·w before the step."""
+
+    def __init__(self, learning_rate, beta_1: float, beta_2: float, epsilon: float, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self.moments = [self.add_variable_from_reference(v, "m") for v in variables]
+        self.velocities = [self.add_variable_from_reference(v, "v") for v in variables]
+
+    def update_step(self, gradient, variable, learning_rate):
+        ops = keras.ops
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        index = self._get_variable_index(variable)
+        m, v = self.moments[index], self.velocities[index]
+        self.assign(m, m + (gradient - m) * (1 - self.beta_1))
+        self.assign(v, v * self.beta_2 + gradient * gradient * (1 - self.beta_2))
+        denominator = ops.sqrt(v) / ops.sqrt(1 - ops.power(self.beta_2, step)) + self.epsilon
+        self.assign_sub(variable, (lr / (1 - ops.power(self.beta_1, step))) * m / denominator)
+
+    def get_config(self):
+        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+
 def make_optimizer() -> keras.optimizers.Optimizer:
     lr = LR
     # weight_decay is decoupled (w -= lr·wd·w before the Adam step), as torch's AdamW.
-    return keras.optimizers.AdamW(learning_rate=lr, weight_decay=WEIGHT_DECAY, beta_1=0.9,
-                                  beta_2=0.999, epsilon=1e-08)
+    return TorchAdam(learning_rate=lr, weight_decay=WEIGHT_DECAY, beta_1=0.9,
+                     beta_2=0.999, epsilon=1e-08)
 
 
 # --------------------------------------------------------------------------- training steps, checkpoints, the saved model
