@@ -66,198 +66,6 @@ CHECKPOINT_FILES = (".npz",)
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # a damaged checkpoint
 
 
-# --------------------------------------------------------------------------- processes and devices
-
-
-def gpus_from_environment() -> int:
-    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
-    TensorFlow build, whatever Slurm allotted."""
-    if not tf.test.is_built_with_cuda():
-        return 0
-    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
-
-
-def slurm_workers(tasks: int) -> list[str]:
-    """One address per Slurm task, in task order: its node's address and a port of its own, the port
-    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
-    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
-    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
-    a job script of one's own, Slurm's node names and a port base from the job id serve."""
-    env = os.environ
-    if env.get("FLOWTRAIN_NODE_ADDRS"):
-        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
-    else:
-        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
-            expand_hostlist,
-        )
-
-        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
-    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
-    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
-
-
-def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
-    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
-    (single-process) strategy; and this process's place among the workers."""
-    env = os.environ
-    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
-    if "TF_CONFIG" not in env and tasks <= 1:
-        return tf.distribute.get_strategy(), Processes()
-    gpus = gpus_from_environment()
-    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
-                      tf.distribute.experimental.CommunicationImplementation.RING)
-    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-    if "TF_CONFIG" in env:
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    else:
-        accelerators = 0
-        if gpus:
-            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
-            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
-            accelerators = slurm.num_accelerators().get("GPU", 0)
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
-            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
-    if not gpus:
-        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
-        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
-        local = max(1, int(per_node.group()) if per_node else 1)
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
-    spec = resolver.cluster_spec().as_dict()
-    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
-
-
-def bf16_capable() -> bool:
-    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
-        if tuple(capability) >= (8, 0):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------- data
-
-
-class Batches:
-    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
-    (gather, augmentation, prefetch) while the model trains. A streamed split stays on
-    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
-
-    def __init__(self, split: Split) -> None:
-        self.streamed = not isinstance(split.x, np.ndarray)
-        if self.streamed:
-            self.split = split
-            self.y = split.y
-            return
-        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
-            self.x = tf.constant(to_keras_layout(split.x))
-            self.y = tf.constant(split.y)
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One streamed batch: (x in the model's layout, y)."""
-        return to_keras_layout(self.split.x[index]), self.split.y[index]
-
-    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
-                                 stateful=False)
-        x.set_shape([None, *KERAS_INPUT_SHAPE])
-        y.set_shape([None, *self.y.shape[1:]])
-        return x, y
-
-    def dataset(self, order: np.ndarray, first_batch: int, batches: int,
-                augment_for: tuple[int, int] | None = None) -> tf.data.Dataset:
-        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation;
-        augmented for `augment_for` = (rank, epoch) of a training pass."""
-        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
-
-        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
-            if self.streamed:
-                x, y = self.streamed_batch(index)
-            else:
-                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
-            if augment_for is not None:
-                rank, epoch = augment_for
-                x = augment(x, rank, epoch * 1_000_000 + number)
-            return x, y
-
-        numbers = tf.data.Dataset.range(first_batch, batches)
-        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
-        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
-
-
-# --------------------------------------------------------------------------- augmentation (train split only)
-# Stateless random ops seeded by (SEED, rank, batch number): the same batch is augmented the same
-# way after a resume, and no random state needs saving.
-
-
-def random_crop(x: tf.Tensor, padding: int, seed: tf.Tensor) -> tf.Tensor:
-    """Pad each image (N, H, W, C) by `padding` zeros and crop it back to its size at a random offset."""
-    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
-    padded = tf.pad(x, [[0, 0], [padding, padding], [padding, padding], [0, 0]])
-    offsets = tf.random.stateless_uniform([n, 2], seed, maxval=2 * padding + 1, dtype=tf.int32)
-    rows = offsets[:, :1] + tf.range(h)[None, :]
-    cols = offsets[:, 1:] + tf.range(w)[None, :]
-    padded = tf.gather(padded, rows, axis=1, batch_dims=1)
-    return tf.gather(padded, cols, axis=2, batch_dims=1)
-
-
-def horizontal_flip(x: tf.Tensor, p: float, seed: tf.Tensor) -> tf.Tensor:
-    """Mirror each image left-right with probability p."""
-    flip = tf.random.stateless_uniform([tf.shape(x)[0], 1, 1, 1], seed) < p
-    return tf.where(flip, tf.reverse(x, axis=[2]), x)
-
-
-def rotation(x: tf.Tensor, degrees: float, seed: tf.Tensor) -> tf.Tensor:
-    """Rotate each image about its centre by a random angle in [-degrees, degrees] (bilinear, zeros outside)."""
-    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
-    angle = tf.random.stateless_uniform([n], seed, -1.0, 1.0) * math.radians(degrees)
-    cos, sin = tf.cos(angle), tf.sin(angle)
-    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
-    # output pixel (x, y) samples the input at the inverse rotation about the centre
-    transforms = tf.stack([cos, -sin, cx - cos * cx + sin * cy, sin, cos, cy - sin * cx - cos * cy,
-                           tf.zeros_like(cos), tf.zeros_like(cos)], axis=1)
-    return tf.raw_ops.ImageProjectiveTransformV3(images=x, transforms=transforms, output_shape=[h, w],
-                                                 fill_value=0.0, interpolation="BILINEAR", fill_mode="CONSTANT")
-
-
-def color_jitter(x: tf.Tensor, brightness: float, contrast: float, seed: tf.Tensor) -> tf.Tensor:
-    """Scale each image by a random brightness factor in [1-b, 1+b], then stretch it about its mean
-    by a random contrast factor in [1-c, 1+c]."""
-    factors = tf.random.stateless_uniform([tf.shape(x)[0], 2, 1, 1, 1], seed, -1.0, 1.0)
-    x = x * (1.0 + factors[:, 0] * brightness)
-    mean = tf.reduce_mean(x, axis=[1, 2, 3], keepdims=True)
-    return (x - mean) * (1.0 + factors[:, 1] * contrast) + mean
-
-
-def gaussian_noise(x: tf.Tensor, std: float, seed: tf.Tensor) -> tf.Tensor:
-    """Add N(0, std²) noise to every value."""
-    return x + tf.random.stateless_normal(tf.shape(x), seed, stddev=std)
-
-
-def augment(x: tf.Tensor, rank: int, batch_number: tf.Tensor) -> tf.Tensor:
-    """The data layer's augmentation, in order, on one batch."""
-    seeds = tf.random.experimental.stateless_split(tf.stack([SEED * 1000 + rank, batch_number]),
-                                                   5)
-    x = random_crop(x, padding=2, seed=seeds[0])
-    x = horizontal_flip(x, p=0.5, seed=seeds[1])
-    x = rotation(x, degrees=10.0, seed=seeds[2])
-    x = color_jitter(x, brightness=0.2, contrast=0.2, seed=seeds[3])
-    x = gaussian_noise(x, std=0.05, seed=seeds[4])
-    return x
-
-
 # --------------------------------------------------------------------------- loss and metrics
 
 
@@ -544,6 +352,198 @@ class Trainer:
         return {"device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
                 "tensorflow_version": tf.__version__, "keras_version": keras.__version__, "replicas": self.replicas,
                 "precision": "bf16" if self.bf16 else "fp32", "xla": self.xla}
+
+
+# --------------------------------------------------------------------------- processes and devices
+
+
+def gpus_from_environment() -> int:
+    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
+    TensorFlow build, whatever Slurm allotted."""
+    if not tf.test.is_built_with_cuda():
+        return 0
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
+
+
+def slurm_workers(tasks: int) -> list[str]:
+    """One address per Slurm task, in task order: its node's address and a port of its own, the port
+    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
+    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
+    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
+    a job script of one's own, Slurm's node names and a port base from the job id serve."""
+    env = os.environ
+    if env.get("FLOWTRAIN_NODE_ADDRS"):
+        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
+    else:
+        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+            expand_hostlist,
+        )
+
+        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
+    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
+    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
+
+
+def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
+    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
+    (single-process) strategy; and this process's place among the workers."""
+    env = os.environ
+    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
+    if "TF_CONFIG" not in env and tasks <= 1:
+        return tf.distribute.get_strategy(), Processes()
+    gpus = gpus_from_environment()
+    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
+                      tf.distribute.experimental.CommunicationImplementation.RING)
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    if "TF_CONFIG" in env:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    else:
+        accelerators = 0
+        if gpus:
+            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
+            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
+            accelerators = slurm.num_accelerators().get("GPU", 0)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
+            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
+    if not gpus:
+        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
+        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
+        local = max(1, int(per_node.group()) if per_node else 1)
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+    spec = resolver.cluster_spec().as_dict()
+    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
+def bf16_capable() -> bool:
+    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
+        if tuple(capability) >= (8, 0):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- data
+
+
+class Batches:
+    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
+    (gather, augmentation, prefetch) while the model trains. A streamed split stays on
+    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
+
+    def __init__(self, split: Split) -> None:
+        self.streamed = not isinstance(split.x, np.ndarray)
+        if self.streamed:
+            self.split = split
+            self.y = split.y
+            return
+        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
+            self.x = tf.constant(to_keras_layout(split.x))
+            self.y = tf.constant(split.y)
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One streamed batch: (x in the model's layout, y)."""
+        return to_keras_layout(self.split.x[index]), self.split.y[index]
+
+    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
+                                 stateful=False)
+        x.set_shape([None, *KERAS_INPUT_SHAPE])
+        y.set_shape([None, *self.y.shape[1:]])
+        return x, y
+
+    def dataset(self, order: np.ndarray, first_batch: int, batches: int,
+                augment_for: tuple[int, int] | None = None) -> tf.data.Dataset:
+        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation;
+        augmented for `augment_for` = (rank, epoch) of a training pass."""
+        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
+
+        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
+            if self.streamed:
+                x, y = self.streamed_batch(index)
+            else:
+                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
+            if augment_for is not None:
+                rank, epoch = augment_for
+                x = augment(x, rank, epoch * 1_000_000 + number)
+            return x, y
+
+        numbers = tf.data.Dataset.range(first_batch, batches)
+        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
+        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+
+# --------------------------------------------------------------------------- augmentation (train split only)
+# Stateless random ops seeded by (SEED, rank, batch number): the same batch is augmented the same
+# way after a resume, and no random state needs saving.
+
+
+def random_crop(x: tf.Tensor, padding: int, seed: tf.Tensor) -> tf.Tensor:
+    """Pad each image (N, H, W, C) by `padding` zeros and crop it back to its size at a random offset."""
+    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
+    padded = tf.pad(x, [[0, 0], [padding, padding], [padding, padding], [0, 0]])
+    offsets = tf.random.stateless_uniform([n, 2], seed, maxval=2 * padding + 1, dtype=tf.int32)
+    rows = offsets[:, :1] + tf.range(h)[None, :]
+    cols = offsets[:, 1:] + tf.range(w)[None, :]
+    padded = tf.gather(padded, rows, axis=1, batch_dims=1)
+    return tf.gather(padded, cols, axis=2, batch_dims=1)
+
+
+def horizontal_flip(x: tf.Tensor, p: float, seed: tf.Tensor) -> tf.Tensor:
+    """Mirror each image left-right with probability p."""
+    flip = tf.random.stateless_uniform([tf.shape(x)[0], 1, 1, 1], seed) < p
+    return tf.where(flip, tf.reverse(x, axis=[2]), x)
+
+
+def rotation(x: tf.Tensor, degrees: float, seed: tf.Tensor) -> tf.Tensor:
+    """Rotate each image about its centre by a random angle in [-degrees, degrees] (bilinear, zeros outside)."""
+    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
+    angle = tf.random.stateless_uniform([n], seed, -1.0, 1.0) * math.radians(degrees)
+    cos, sin = tf.cos(angle), tf.sin(angle)
+    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    # output pixel (x, y) samples the input at the inverse rotation about the centre
+    transforms = tf.stack([cos, -sin, cx - cos * cx + sin * cy, sin, cos, cy - sin * cx - cos * cy,
+                           tf.zeros_like(cos), tf.zeros_like(cos)], axis=1)
+    return tf.raw_ops.ImageProjectiveTransformV3(images=x, transforms=transforms, output_shape=[h, w],
+                                                 fill_value=0.0, interpolation="BILINEAR", fill_mode="CONSTANT")
+
+
+def color_jitter(x: tf.Tensor, brightness: float, contrast: float, seed: tf.Tensor) -> tf.Tensor:
+    """Scale each image by a random brightness factor in [1-b, 1+b], then stretch it about its mean
+    by a random contrast factor in [1-c, 1+c]."""
+    factors = tf.random.stateless_uniform([tf.shape(x)[0], 2, 1, 1, 1], seed, -1.0, 1.0)
+    x = x * (1.0 + factors[:, 0] * brightness)
+    mean = tf.reduce_mean(x, axis=[1, 2, 3], keepdims=True)
+    return (x - mean) * (1.0 + factors[:, 1] * contrast) + mean
+
+
+def gaussian_noise(x: tf.Tensor, std: float, seed: tf.Tensor) -> tf.Tensor:
+    """Add N(0, std²) noise to every value."""
+    return x + tf.random.stateless_normal(tf.shape(x), seed, stddev=std)
+
+
+def augment(x: tf.Tensor, rank: int, batch_number: tf.Tensor) -> tf.Tensor:
+    """The data layer's augmentation, in order, on one batch."""
+    seeds = tf.random.experimental.stateless_split(tf.stack([SEED * 1000 + rank, batch_number]),
+                                                   5)
+    x = random_crop(x, padding=2, seed=seeds[0])
+    x = horizontal_flip(x, p=0.5, seed=seeds[1])
+    x = rotation(x, degrees=10.0, seed=seeds[2])
+    x = color_jitter(x, brightness=0.2, contrast=0.2, seed=seeds[3])
+    x = gaussian_noise(x, std=0.05, seed=seeds[4])
+    return x
 
 
 # --------------------------------------------------------------------------- main

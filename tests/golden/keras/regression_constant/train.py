@@ -64,132 +64,6 @@ CHECKPOINT_FILES = (".npz",)
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # a damaged checkpoint
 
 
-# --------------------------------------------------------------------------- processes and devices
-
-
-def gpus_from_environment() -> int:
-    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
-    TensorFlow build, whatever Slurm allotted."""
-    if not tf.test.is_built_with_cuda():
-        return 0
-    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
-
-
-def slurm_workers(tasks: int) -> list[str]:
-    """One address per Slurm task, in task order: its node's address and a port of its own, the port
-    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
-    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
-    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
-    a job script of one's own, Slurm's node names and a port base from the job id serve."""
-    env = os.environ
-    if env.get("FLOWTRAIN_NODE_ADDRS"):
-        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
-    else:
-        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
-            expand_hostlist,
-        )
-
-        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
-    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
-    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
-
-
-def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
-    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
-    (single-process) strategy; and this process's place among the workers."""
-    env = os.environ
-    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
-    if "TF_CONFIG" not in env and tasks <= 1:
-        return tf.distribute.get_strategy(), Processes()
-    gpus = gpus_from_environment()
-    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
-                      tf.distribute.experimental.CommunicationImplementation.RING)
-    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-    if "TF_CONFIG" in env:
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    else:
-        accelerators = 0
-        if gpus:
-            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
-            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
-            accelerators = slurm.num_accelerators().get("GPU", 0)
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
-            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
-    if not gpus:
-        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
-        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
-        local = max(1, int(per_node.group()) if per_node else 1)
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
-    spec = resolver.cluster_spec().as_dict()
-    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
-
-
-def bf16_capable() -> bool:
-    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
-        if tuple(capability) >= (8, 0):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------- data
-
-
-class Batches:
-    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
-    (gather, prefetch) while the model trains. A streamed split stays on
-    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
-
-    def __init__(self, split: Split) -> None:
-        self.streamed = not isinstance(split.x, np.ndarray)
-        if self.streamed:
-            self.split = split
-            self.y = split.y
-            return
-        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
-            self.x = tf.constant(to_keras_layout(split.x))
-            self.y = tf.constant(split.y)
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One streamed batch: (x in the model's layout, y)."""
-        return to_keras_layout(self.split.x[index]), self.split.y[index]
-
-    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
-                                 stateful=False)
-        x.set_shape([None, *KERAS_INPUT_SHAPE])
-        y.set_shape([None, *self.y.shape[1:]])
-        return x, y
-
-    def dataset(self, order: np.ndarray, first_batch: int, batches: int) -> tf.data.Dataset:
-        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation."""
-        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
-
-        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
-            if self.streamed:
-                x, y = self.streamed_batch(index)
-            else:
-                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
-            return x, y
-
-        numbers = tf.data.Dataset.range(first_batch, batches)
-        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
-        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
-
-
 # --------------------------------------------------------------------------- loss and metrics
 
 
@@ -442,6 +316,132 @@ class Trainer:
         return {"device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
                 "tensorflow_version": tf.__version__, "keras_version": keras.__version__, "replicas": self.replicas,
                 "precision": "bf16" if self.bf16 else "fp32", "xla": self.xla}
+
+
+# --------------------------------------------------------------------------- processes and devices
+
+
+def gpus_from_environment() -> int:
+    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
+    TensorFlow build, whatever Slurm allotted."""
+    if not tf.test.is_built_with_cuda():
+        return 0
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
+
+
+def slurm_workers(tasks: int) -> list[str]:
+    """One address per Slurm task, in task order: its node's address and a port of its own, the port
+    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
+    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
+    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
+    a job script of one's own, Slurm's node names and a port base from the job id serve."""
+    env = os.environ
+    if env.get("FLOWTRAIN_NODE_ADDRS"):
+        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
+    else:
+        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+            expand_hostlist,
+        )
+
+        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
+    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
+    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
+
+
+def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
+    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
+    (single-process) strategy; and this process's place among the workers."""
+    env = os.environ
+    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
+    if "TF_CONFIG" not in env and tasks <= 1:
+        return tf.distribute.get_strategy(), Processes()
+    gpus = gpus_from_environment()
+    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
+                      tf.distribute.experimental.CommunicationImplementation.RING)
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    if "TF_CONFIG" in env:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    else:
+        accelerators = 0
+        if gpus:
+            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
+            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
+            accelerators = slurm.num_accelerators().get("GPU", 0)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
+            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
+    if not gpus:
+        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
+        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
+        local = max(1, int(per_node.group()) if per_node else 1)
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+    spec = resolver.cluster_spec().as_dict()
+    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
+def bf16_capable() -> bool:
+    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
+        if tuple(capability) >= (8, 0):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- data
+
+
+class Batches:
+    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
+    (gather, prefetch) while the model trains. A streamed split stays on
+    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
+
+    def __init__(self, split: Split) -> None:
+        self.streamed = not isinstance(split.x, np.ndarray)
+        if self.streamed:
+            self.split = split
+            self.y = split.y
+            return
+        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
+            self.x = tf.constant(to_keras_layout(split.x))
+            self.y = tf.constant(split.y)
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One streamed batch: (x in the model's layout, y)."""
+        return to_keras_layout(self.split.x[index]), self.split.y[index]
+
+    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
+                                 stateful=False)
+        x.set_shape([None, *KERAS_INPUT_SHAPE])
+        y.set_shape([None, *self.y.shape[1:]])
+        return x, y
+
+    def dataset(self, order: np.ndarray, first_batch: int, batches: int) -> tf.data.Dataset:
+        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation."""
+        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
+
+        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
+            if self.streamed:
+                x, y = self.streamed_batch(index)
+            else:
+                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
+            return x, y
+
+        numbers = tf.data.Dataset.range(first_batch, batches)
+        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
+        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
 # --------------------------------------------------------------------------- main

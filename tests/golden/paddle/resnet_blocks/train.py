@@ -72,149 +72,6 @@ CHECKPOINT_FILES = (".npz",)  # arrays and JSON only: loading a checkpoint never
 UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile)  # a damaged checkpoint
 
 
-# --------------------------------------------------------------------------- processes and devices
-
-
-def setup_distributed() -> Processes:
-    """This process's place from paddle.distributed.launch's variables (PADDLE_*)."""
-    world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
-    if world > 1:
-        if not paddle.device.is_compiled_with_cuda() and os.environ.get("PADDLE_DISTRI_BACKEND", "auto") == "auto":
-            # a CPU build: "auto" creates no process group when the launcher saw GPUs on the node
-            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-        dist.init_parallel_env()
-        return Processes(dist.get_rank(), dist.get_world_size(), int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
-    return Processes()
-
-
-def cpu_threads(processes: Processes) -> int:
-    """CPU threads for this process: the job's CPUs (Slurm's allocation, else this machine's) shared
-    by the processes on this node."""
-    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-        return int(os.environ["SLURM_CPUS_PER_TASK"])
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cpus // int(os.environ.get("PADDLE_LOCAL_SIZE", processes.world)))
-
-
-def setup_device(processes: Processes) -> bool:
-    """Train on the GPU of this process's local rank if there is one, else on the CPU; True for a GPU."""
-    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    paddle.set_device(f"gpu:{processes.local_rank}" if gpu else "cpu")
-    if not gpu and "FLAGS_paddle_num_threads" not in os.environ:
-        paddle.set_flags({"FLAGS_paddle_num_threads": cpu_threads(processes)})  # paddle uses one thread otherwise
-    return gpu
-
-
-def amp_dtype(gpu: bool) -> str | None:
-    """The paddle.amp dtype ("bfloat16", else "float16") on a GPU unless PRECISION is "fp32"; None: fp32."""
-    if gpu and PRECISION != "fp32":
-        return "bfloat16" if paddle.amp.is_bfloat16_supported() else "float16"
-    if PRECISION == "bf16":
-        print("warning: bf16 needs a GPU here (paddle.amp is a no-op on a CPU); training in fp32", file=sys.stderr)
-    return None
-
-
-# --------------------------------------------------------------------------- data
-
-
-class DeviceBatches:
-    """A split held on the training device; batches are gathered there, with no host round trip."""
-
-    def __init__(self, split: Split) -> None:
-        self.x = paddle.to_tensor(split.x)
-        self.y = paddle.to_tensor(split.y)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def iterate(self, batches: list[np.ndarray]):
-        for index in batches:
-            index = paddle.to_tensor(index)
-            yield paddle.index_select(self.x, index), paddle.index_select(self.y, index)
-
-
-class BatchDataset(paddle.io.Dataset):
-    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample;
-    a streamed split's x decodes and preprocesses just that batch, in the worker)."""
-
-    def __init__(self, split: Split) -> None:
-        self.x, self.y = split.x, split.y
-        self.batches: list[np.ndarray] = []
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, i: int) -> tuple[np.ndarray, ...]:
-        index = self.batches[i]
-        try:
-            return self.x[index], self.y[index]
-        except DataError as exc:
-            # raised in a worker, paddle's loader prints the worker's traceback and ends the pass with
-            # "Blocking queue is killed", without the message: it travels as the batch instead
-            return (np.frombuffer(str(exc).encode(), np.uint8),)
-
-
-class LoaderBatches:
-    """A split kept in host memory: paddle.io.DataLoader workers gather each batch and the copy to
-    the device overlaps with compute. For datasets too large for the device."""
-
-    def __init__(self, split: Split, workers: int) -> None:
-        self.dataset = BatchDataset(split)
-        self.workers = workers
-
-    def __len__(self) -> int:
-        return len(self.dataset.y)
-
-    def iterate(self, batches: list[np.ndarray]):
-        self.dataset.batches = batches  # workers start per pass, so they see this pass's batches
-        loader = paddle.io.DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
-                                      use_shared_memory=self.workers > 0)
-        for batch in loader:
-            if len(batch) == 1:  # a DataError's message (BatchDataset)
-                raise DataError(batch[0].numpy().tobytes().decode())
-            yield batch
-
-
-def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
-    """Every split on the training device when it fits (always on a CPU), else in host memory;
-    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
-    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
-        return {name: LoaderBatches(split, NUM_WORKERS) for name, split in splits.items()}
-    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
-    fits = not gpu or data_bytes < paddle.device.cuda.get_device_properties(local_rank).total_memory // 4
-    if choose(PERFORMANCE["device_data"], fits):
-        return {name: DeviceBatches(split) for name, split in splits.items()}
-    return {name: LoaderBatches(split, NUM_WORKERS if name == "train" else 0) for name, split in splits.items()}
-
-
-
-# --------------------------------------------------------------------------- augmentation (train split only)
-
-
-def random_crop(x: paddle.Tensor, padding: int) -> paddle.Tensor:
-    """Pad each image by `padding` zeros and crop it back to its size at a random offset."""
-    n, c, h, w = x.shape
-    padded = F.pad(x, [padding, padding, padding, padding])
-    top = paddle.randint(0, 2 * padding + 1, [n, 1, 1, 1])
-    left = paddle.randint(0, 2 * padding + 1, [n, 1, 1, 1])
-    rows = (top + paddle.arange(h).reshape([1, 1, h, 1])).expand([n, c, h, w + 2 * padding])
-    cols = (left + paddle.arange(w).reshape([1, 1, 1, w])).expand([n, c, h, w])
-    return paddle.take_along_axis(paddle.take_along_axis(padded, rows, axis=2), cols, axis=3)
-
-
-def horizontal_flip(x: paddle.Tensor, p: float) -> paddle.Tensor:
-    """Mirror each image left-right with probability p."""
-    flip = paddle.rand([x.shape[0], 1, 1, 1]) < p
-    return paddle.where(flip, x.flip([3]), x)
-
-
-def augment(x: paddle.Tensor) -> paddle.Tensor:
-    """The data layer's augmentation, in order, on a batch already on the device."""
-    x = random_crop(x, padding=4)
-    x = horizontal_flip(x, p=0.5)
-    return x
-
-
 # --------------------------------------------------------------------------- loss and metrics
 
 
@@ -528,6 +385,149 @@ class Trainer:
     def close(self) -> None:
         if self.processes.world > 1:
             dist.barrier()
+
+
+# --------------------------------------------------------------------------- processes and devices
+
+
+def setup_distributed() -> Processes:
+    """This process's place from paddle.distributed.launch's variables (PADDLE_*)."""
+    world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+    if world > 1:
+        if not paddle.device.is_compiled_with_cuda() and os.environ.get("PADDLE_DISTRI_BACKEND", "auto") == "auto":
+            # a CPU build: "auto" creates no process group when the launcher saw GPUs on the node
+            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
+        dist.init_parallel_env()
+        return Processes(dist.get_rank(), dist.get_world_size(), int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
+    return Processes()
+
+
+def cpu_threads(processes: Processes) -> int:
+    """CPU threads for this process: the job's CPUs (Slurm's allocation, else this machine's) shared
+    by the processes on this node."""
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        return int(os.environ["SLURM_CPUS_PER_TASK"])
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // int(os.environ.get("PADDLE_LOCAL_SIZE", processes.world)))
+
+
+def setup_device(processes: Processes) -> bool:
+    """Train on the GPU of this process's local rank if there is one, else on the CPU; True for a GPU."""
+    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    paddle.set_device(f"gpu:{processes.local_rank}" if gpu else "cpu")
+    if not gpu and "FLAGS_paddle_num_threads" not in os.environ:
+        paddle.set_flags({"FLAGS_paddle_num_threads": cpu_threads(processes)})  # paddle uses one thread otherwise
+    return gpu
+
+
+def amp_dtype(gpu: bool) -> str | None:
+    """The paddle.amp dtype ("bfloat16", else "float16") on a GPU unless PRECISION is "fp32"; None: fp32."""
+    if gpu and PRECISION != "fp32":
+        return "bfloat16" if paddle.amp.is_bfloat16_supported() else "float16"
+    if PRECISION == "bf16":
+        print("warning: bf16 needs a GPU here (paddle.amp is a no-op on a CPU); training in fp32", file=sys.stderr)
+    return None
+
+
+# --------------------------------------------------------------------------- data
+
+
+class DeviceBatches:
+    """A split held on the training device; batches are gathered there, with no host round trip."""
+
+    def __init__(self, split: Split) -> None:
+        self.x = paddle.to_tensor(split.x)
+        self.y = paddle.to_tensor(split.y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def iterate(self, batches: list[np.ndarray]):
+        for index in batches:
+            index = paddle.to_tensor(index)
+            yield paddle.index_select(self.x, index), paddle.index_select(self.y, index)
+
+
+class BatchDataset(paddle.io.Dataset):
+    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample;
+    a streamed split's x decodes and preprocesses just that batch, in the worker)."""
+
+    def __init__(self, split: Split) -> None:
+        self.x, self.y = split.x, split.y
+        self.batches: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, ...]:
+        index = self.batches[i]
+        try:
+            return self.x[index], self.y[index]
+        except DataError as exc:
+            # raised in a worker, paddle's loader prints the worker's traceback and ends the pass with
+            # "Blocking queue is killed", without the message: it travels as the batch instead
+            return (np.frombuffer(str(exc).encode(), np.uint8),)
+
+
+class LoaderBatches:
+    """A split kept in host memory: paddle.io.DataLoader workers gather each batch and the copy to
+    the device overlaps with compute. For datasets too large for the device."""
+
+    def __init__(self, split: Split, workers: int) -> None:
+        self.dataset = BatchDataset(split)
+        self.workers = workers
+
+    def __len__(self) -> int:
+        return len(self.dataset.y)
+
+    def iterate(self, batches: list[np.ndarray]):
+        self.dataset.batches = batches  # workers start per pass, so they see this pass's batches
+        loader = paddle.io.DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
+                                      use_shared_memory=self.workers > 0)
+        for batch in loader:
+            if len(batch) == 1:  # a DataError's message (BatchDataset)
+                raise DataError(batch[0].numpy().tobytes().decode())
+            yield batch
+
+
+def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
+    """Every split on the training device when it fits (always on a CPU), else in host memory;
+    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
+    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
+        return {name: LoaderBatches(split, NUM_WORKERS) for name, split in splits.items()}
+    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
+    fits = not gpu or data_bytes < paddle.device.cuda.get_device_properties(local_rank).total_memory // 4
+    if choose(PERFORMANCE["device_data"], fits):
+        return {name: DeviceBatches(split) for name, split in splits.items()}
+    return {name: LoaderBatches(split, NUM_WORKERS if name == "train" else 0) for name, split in splits.items()}
+
+
+
+# --------------------------------------------------------------------------- augmentation (train split only)
+
+
+def random_crop(x: paddle.Tensor, padding: int) -> paddle.Tensor:
+    """Pad each image by `padding` zeros and crop it back to its size at a random offset."""
+    n, c, h, w = x.shape
+    padded = F.pad(x, [padding, padding, padding, padding])
+    top = paddle.randint(0, 2 * padding + 1, [n, 1, 1, 1])
+    left = paddle.randint(0, 2 * padding + 1, [n, 1, 1, 1])
+    rows = (top + paddle.arange(h).reshape([1, 1, h, 1])).expand([n, c, h, w + 2 * padding])
+    cols = (left + paddle.arange(w).reshape([1, 1, 1, w])).expand([n, c, h, w])
+    return paddle.take_along_axis(paddle.take_along_axis(padded, rows, axis=2), cols, axis=3)
+
+
+def horizontal_flip(x: paddle.Tensor, p: float) -> paddle.Tensor:
+    """Mirror each image left-right with probability p."""
+    flip = paddle.rand([x.shape[0], 1, 1, 1]) < p
+    return paddle.where(flip, x.flip([3]), x)
+
+
+def augment(x: paddle.Tensor) -> paddle.Tensor:
+    """The data layer's augmentation, in order, on a batch already on the device."""
+    x = random_crop(x, padding=4)
+    x = horizontal_flip(x, p=0.5)
+    return x
 
 
 # --------------------------------------------------------------------------- main

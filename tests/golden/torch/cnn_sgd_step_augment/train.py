@@ -68,6 +68,216 @@ CHECKPOINT_FILES = (".pt",)
 UNREADABLE = (RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError, pickle.UnpicklingError)  # a damaged checkpoint
 
 
+# --------------------------------------------------------------------------- loss and metrics
+
+
+def compute_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(output, target)
+
+
+def batch_sums(loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """[loss·n, correct predictions, 0] of one batch, as a device tensor (no host synchronisation)."""
+    correct = (output.argmax(dim=1) == target).sum()
+    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype), torch.zeros_like(loss)))
+
+
+# --------------------------------------------------------------------------- optimizer and schedule
+
+
+def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    # weight_decay is an L2 term added to the gradient, as in every framework's program.
+    return torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9, nesterov=True,
+                           weight_decay=0.0005, fused=True)
+
+
+def lr_factor(step: int, plan: Plan) -> float:
+    """The learning rate at optimizer step `step` as a multiple of LR: × 0.5 every 2 epochs."""
+    return 0.5 ** (step // (2 * plan.steps_per_epoch))
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, plan: Plan) -> torch.optim.lr_scheduler.LambdaLR:
+    """LR × lr_factor(step), stepped after every optimizer step."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, plan))
+
+
+# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
+
+
+class Trainer:
+    """PyTorch's part of the run (runtime.Run drives it): optimizer steps on this rank's batches,
+    evaluation, checkpoints and the saved model."""
+
+    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LambdaLR,
+                 sources: dict[str, DeviceBatches | LoaderBatches], processes: Processes, compute: Compute,
+                 plan: Plan) -> None:
+        self.model, self.optimizer = model, optimizer
+        self.scheduler = scheduler
+        self.sources, self.processes, self.compute, self.plan = sources, processes, compute, plan
+        self.net = model  # what the training steps call: start() wraps it for several ranks and torch.compile
+        self.compiled = False
+        self.sums = torch.zeros(3, dtype=torch.float64, device=compute.device)  # summed batch_sums(), on the device
+        self.samples = 0
+        self.batches = iter(())
+        # with several ranks, all must stop at the same step: they add up their stop flags over a CPU
+        # (gloo) process group, which does not wait for the GPU
+        self.stop_group = dist.new_group(backend="gloo") if processes.world > 1 else None
+        self.steps_unchecked = 0
+
+    def start(self, state: dict | None) -> None:
+        """Load a checkpoint's state (or seed a fresh run), then wrap the model for the training steps."""
+        if state is None:
+            torch.manual_seed(SEED + self.processes.rank)  # dropout and augmentation differ between ranks
+        else:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.restore_rng(state["rng"])
+        cuda = self.compute.device.type == "cuda"
+        steps_left = self.plan.last_step - (0 if state is None else state["progress"]["step"])
+        self.compiled = choose(PERFORMANCE["compile"], cuda and steps_left >= COMPILE_MIN_STEPS)
+        if self.processes.world > 1:
+            self.net = DistributedDataParallel(self.model, device_ids=[self.processes.local_rank] if cuda else None)
+        if self.compiled:
+            self.net = torch.compile(self.net)
+        self.net.train()
+
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
+        batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
+        self.batches = self.sources["train"].iterate(batches[first_batch:])
+        return np.concatenate(batches)
+
+    def train(self, steps: int) -> int:
+        """One optimizer step on the epoch's next batch (Run checks for a stop signal after each)."""
+        self.train_step(*next(self.batches))
+        return 1
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        x = augment(x)
+        with self.compute.autocast():
+            output = self.net(self.compute.layout(x)).float()
+        loss = compute_loss(output, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.sums += batch_sums(loss, output, y)
+        self.samples += len(y)
+
+    def totals(self) -> Totals:
+        """The training batches so far, over all ranks (a host synchronisation)."""
+        totals = self.sums.tolist() + [float(self.samples)]
+        if self.processes.world > 1:
+            combined = torch.tensor(totals, dtype=torch.float64, device=self.compute.device)
+            dist.all_reduce(combined)
+            totals = combined.tolist()
+        return Totals.of(totals)
+
+    def stop_signal(self) -> int | None:
+        """The signal to stop for, once every rank knows about it (checked every STOP_CHECK_EVERY steps)."""
+        if self.processes.world == 1:
+            return StopFlag.signum
+        self.steps_unchecked += 1
+        if self.steps_unchecked < STOP_CHECK_EVERY:
+            return None
+        self.steps_unchecked = 0
+        flag = torch.tensor([StopFlag.signum or 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
+        return int(flag) or None
+
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def weights(self) -> list[np.ndarray]:
+        return [p.detach().cpu().numpy() for p in self.model.parameters() if p.requires_grad]
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
+        source = self.sources[split]
+        totals = torch.zeros(4, dtype=torch.float64, device=self.compute.device)
+        self.model.eval()
+        with torch.no_grad():
+            for x, y in source.iterate(eval_batches(len(source), self.processes)):
+                with self.compute.autocast():
+                    output = self.model(self.compute.layout(x)).float()
+                totals[:3] += batch_sums(compute_loss(output, y), output, y)
+                totals[3] += len(y)
+        if self.processes.world > 1:
+            dist.all_reduce(totals)
+        self.model.train()
+        return Totals.of(totals.tolist()).metrics()
+
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        if self.compute.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.compute.device)
+        return state
+
+    def restore_rng(self, states: list[dict[str, torch.Tensor]]) -> None:
+        state = states[self.processes.rank % len(states)]
+        torch.set_rng_state(state["cpu"])
+        if self.compute.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"], self.compute.device)
+
+    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
+        """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.pt."""
+        rngs = [self.rng_state()]
+        if self.processes.world > 1:
+            rngs = [None] * self.processes.world
+            dist.all_gather_object(rngs, self.rng_state())
+        if self.processes.rank != 0:
+            return None
+        state = {**state, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(),
+                 "rng": rngs}
+        path = stem.with_suffix(".pt")
+        write_atomically(path, lambda f: torch.save(state, f))
+        return path
+
+    def read_checkpoint(self, path: Path) -> dict:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict):
+            raise TypeError("not a checkpoint of this program")
+        return state
+
+    def save_model(self, folder: Path) -> dict[str, str | None]:
+        """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
+        write_atomically(folder / "model.pt", lambda f: torch.save(self.model.state_dict(), f))
+        files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
+        self.model.eval()
+        example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=self.compute.device)
+        tmp = folder / "model.onnx.tmp"
+        try:
+            with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.onnx.export(self.model, (self.compute.layout(example),), str(tmp), dynamo=False,
+                                  input_names=["input"], output_names=["output"],
+                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
+            print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
+            tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, folder / "model.onnx")
+            files["onnx"] = "model/model.onnx"
+        return files
+
+    def settings(self) -> dict[str, object]:
+        """This process's setup, for the "start" record."""
+        return {"device": str(self.compute.device), "torch_version": torch.__version__,
+                "precision": "bf16" if self.compute.bf16 else "fp32", "compile": self.compiled,
+                "channels_last": self.compute.channels_last,
+                "device_data": isinstance(self.sources["train"], DeviceBatches)}
+
+    def close(self) -> None:
+        if self.processes.world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+
+
 # --------------------------------------------------------------------------- processes and devices
 
 
@@ -278,216 +488,6 @@ def augment(x: torch.Tensor) -> torch.Tensor:
     x = color_jitter(x, brightness=0.2, contrast=0.2)
     x = gaussian_noise(x, std=0.05)
     return x
-
-
-# --------------------------------------------------------------------------- loss and metrics
-
-
-def compute_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output, target)
-
-
-def batch_sums(loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[loss·n, correct predictions, 0] of one batch, as a device tensor (no host synchronisation)."""
-    correct = (output.argmax(dim=1) == target).sum()
-    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype), torch.zeros_like(loss)))
-
-
-# --------------------------------------------------------------------------- optimizer and schedule
-
-
-def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
-    # weight_decay is an L2 term added to the gradient, as in every framework's program.
-    return torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9, nesterov=True,
-                           weight_decay=0.0005, fused=True)
-
-
-def lr_factor(step: int, plan: Plan) -> float:
-    """The learning rate at optimizer step `step` as a multiple of LR: × 0.5 every 2 epochs."""
-    return 0.5 ** (step // (2 * plan.steps_per_epoch))
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer, plan: Plan) -> torch.optim.lr_scheduler.LambdaLR:
-    """LR × lr_factor(step), stepped after every optimizer step."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, plan))
-
-
-# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
-
-
-class Trainer:
-    """PyTorch's part of the run (runtime.Run drives it): optimizer steps on this rank's batches,
-    evaluation, checkpoints and the saved model."""
-
-    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
-
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LambdaLR,
-                 sources: dict[str, DeviceBatches | LoaderBatches], processes: Processes, compute: Compute,
-                 plan: Plan) -> None:
-        self.model, self.optimizer = model, optimizer
-        self.scheduler = scheduler
-        self.sources, self.processes, self.compute, self.plan = sources, processes, compute, plan
-        self.net = model  # what the training steps call: start() wraps it for several ranks and torch.compile
-        self.compiled = False
-        self.sums = torch.zeros(3, dtype=torch.float64, device=compute.device)  # summed batch_sums(), on the device
-        self.samples = 0
-        self.batches = iter(())
-        # with several ranks, all must stop at the same step: they add up their stop flags over a CPU
-        # (gloo) process group, which does not wait for the GPU
-        self.stop_group = dist.new_group(backend="gloo") if processes.world > 1 else None
-        self.steps_unchecked = 0
-
-    def start(self, state: dict | None) -> None:
-        """Load a checkpoint's state (or seed a fresh run), then wrap the model for the training steps."""
-        if state is None:
-            torch.manual_seed(SEED + self.processes.rank)  # dropout and augmentation differ between ranks
-        else:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.restore_rng(state["rng"])
-        cuda = self.compute.device.type == "cuda"
-        steps_left = self.plan.last_step - (0 if state is None else state["progress"]["step"])
-        self.compiled = choose(PERFORMANCE["compile"], cuda and steps_left >= COMPILE_MIN_STEPS)
-        if self.processes.world > 1:
-            self.net = DistributedDataParallel(self.model, device_ids=[self.processes.local_rank] if cuda else None)
-        if self.compiled:
-            self.net = torch.compile(self.net)
-        self.net.train()
-
-    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
-        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
-        batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
-        self.batches = self.sources["train"].iterate(batches[first_batch:])
-        return np.concatenate(batches)
-
-    def train(self, steps: int) -> int:
-        """One optimizer step on the epoch's next batch (Run checks for a stop signal after each)."""
-        self.train_step(*next(self.batches))
-        return 1
-
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        x = augment(x)
-        with self.compute.autocast():
-            output = self.net(self.compute.layout(x)).float()
-        loss = compute_loss(output, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.sums += batch_sums(loss, output, y)
-        self.samples += len(y)
-
-    def totals(self) -> Totals:
-        """The training batches so far, over all ranks (a host synchronisation)."""
-        totals = self.sums.tolist() + [float(self.samples)]
-        if self.processes.world > 1:
-            combined = torch.tensor(totals, dtype=torch.float64, device=self.compute.device)
-            dist.all_reduce(combined)
-            totals = combined.tolist()
-        return Totals.of(totals)
-
-    def stop_signal(self) -> int | None:
-        """The signal to stop for, once every rank knows about it (checked every STOP_CHECK_EVERY steps)."""
-        if self.processes.world == 1:
-            return StopFlag.signum
-        self.steps_unchecked += 1
-        if self.steps_unchecked < STOP_CHECK_EVERY:
-            return None
-        self.steps_unchecked = 0
-        flag = torch.tensor([StopFlag.signum or 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
-        return int(flag) or None
-
-    def learning_rate(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    def weights(self) -> list[np.ndarray]:
-        return [p.detach().cpu().numpy() for p in self.model.parameters() if p.requires_grad]
-
-    def evaluate(self, split: str) -> dict[str, float]:
-        """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
-        source = self.sources[split]
-        totals = torch.zeros(4, dtype=torch.float64, device=self.compute.device)
-        self.model.eval()
-        with torch.no_grad():
-            for x, y in source.iterate(eval_batches(len(source), self.processes)):
-                with self.compute.autocast():
-                    output = self.model(self.compute.layout(x)).float()
-                totals[:3] += batch_sums(compute_loss(output, y), output, y)
-                totals[3] += len(y)
-        if self.processes.world > 1:
-            dist.all_reduce(totals)
-        self.model.train()
-        return Totals.of(totals.tolist()).metrics()
-
-    def rng_state(self) -> dict[str, torch.Tensor]:
-        state = {"cpu": torch.get_rng_state()}
-        if self.compute.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.compute.device)
-        return state
-
-    def restore_rng(self, states: list[dict[str, torch.Tensor]]) -> None:
-        state = states[self.processes.rank % len(states)]
-        torch.set_rng_state(state["cpu"])
-        if self.compute.device.type == "cuda" and "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"], self.compute.device)
-
-    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
-        """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.pt."""
-        rngs = [self.rng_state()]
-        if self.processes.world > 1:
-            rngs = [None] * self.processes.world
-            dist.all_gather_object(rngs, self.rng_state())
-        if self.processes.rank != 0:
-            return None
-        state = {**state, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict(),
-                 "rng": rngs}
-        path = stem.with_suffix(".pt")
-        write_atomically(path, lambda f: torch.save(state, f))
-        return path
-
-    def read_checkpoint(self, path: Path) -> dict:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict):
-            raise TypeError("not a checkpoint of this program")
-        return state
-
-    def save_model(self, folder: Path) -> dict[str, str | None]:
-        """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
-        write_atomically(folder / "model.pt", lambda f: torch.save(self.model.state_dict(), f))
-        files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
-        self.model.eval()
-        example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=self.compute.device)
-        tmp = folder / "model.onnx.tmp"
-        try:
-            with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
-                warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(self.model, (self.compute.layout(example),), str(tmp), dynamo=False,
-                                  input_names=["input"], output_names=["output"],
-                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
-            print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
-            tmp.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, folder / "model.onnx")
-            files["onnx"] = "model/model.onnx"
-        return files
-
-    def settings(self) -> dict[str, object]:
-        """This process's setup, for the "start" record."""
-        return {"device": str(self.compute.device), "torch_version": torch.__version__,
-                "precision": "bf16" if self.compute.bf16 else "fp32", "compile": self.compiled,
-                "channels_last": self.compute.channels_last,
-                "device_data": isinstance(self.sources["train"], DeviceBatches)}
-
-    def close(self) -> None:
-        if self.processes.world > 1:
-            dist.barrier()
-            dist.destroy_process_group()
 
 
 # --------------------------------------------------------------------------- main

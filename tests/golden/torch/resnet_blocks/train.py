@@ -68,191 +68,6 @@ CHECKPOINT_FILES = (".pt",)
 UNREADABLE = (RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError, pickle.UnpicklingError)  # a damaged checkpoint
 
 
-# --------------------------------------------------------------------------- processes and devices
-
-
-def first_host(nodelist: str) -> str:
-    """The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03"."""
-    match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist)
-    prefix, ranges = match.group(1), match.group(2)
-    return prefix + re.split(r"[,-]", ranges)[0] if ranges else prefix
-
-
-def setup_distributed() -> Processes:
-    """This process's place from torchrun's variables, or from Slurm's when launched by srun."""
-    env = os.environ
-    if "RANK" not in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
-        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-        env.setdefault("MASTER_ADDR", first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
-        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
-    world = int(env.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
-    if world > 1:
-        if torch.cuda.is_available():
-            torch.cuda.set_device(local_rank)
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return Processes(rank, world, local_rank)
-
-
-@dataclass(frozen=True)
-class Compute:
-    """This process's device and how it computes there."""
-
-    device: torch.device
-    bf16: bool  # bf16 autocast
-    channels_last: bool  # images in channels-last memory format
-
-    def autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
-
-    def layout(self, x: torch.Tensor) -> torch.Tensor:
-        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
-
-
-def setup_compute(processes: Processes) -> Compute:
-    """The GPU of this process's local rank if there is one, else the CPU, with the speed settings for it."""
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = PRECISION != "fp32"
-        torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
-    elif "OMP_NUM_THREADS" not in os.environ:  # the processes on one machine share its cores
-        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.world))
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_processes))
-    return Compute(
-        device=torch.device(f"cuda:{processes.local_rank}") if cuda else torch.device("cpu"),
-        bf16=PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported()),
-        channels_last=choose(PERFORMANCE["channels_last"], cuda))
-
-
-# --------------------------------------------------------------------------- data
-
-
-def to_tensor(array: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array))
-
-
-class DeviceBatches:
-    """A split held on the training device; batches are sliced there, with no host round trip."""
-
-    def __init__(self, split: Split, compute: Compute) -> None:
-        self.device = compute.device
-        self.x = compute.layout(to_tensor(split.x).to(self.device))
-        self.y = to_tensor(split.y).to(self.device)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def iterate(self, batches: list[np.ndarray]):
-        for index in batches:
-            index = torch.from_numpy(index).to(self.device, non_blocking=True)
-            yield self.x[index], self.y[index]
-
-
-class ArrayDataset(Dataset):
-    """Hands out whole batches (``__getitems__``), so workers gather with one indexing operation.
-    A streamed split's x stays on disk: indexing it decodes and preprocesses the batch in the worker."""
-
-    def __init__(self, split: Split) -> None:
-        self.x = to_tensor(split.x) if isinstance(split.x, np.ndarray) else split.x
-        self.y = to_tensor(split.y)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        x, y = self.__getitems__([i])
-        return x[0], y[0]
-
-    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        index = torch.as_tensor(indices)
-        x = self.x[index] if isinstance(self.x, torch.Tensor) else to_tensor(self.x[np.asarray(indices)])
-        return x, self.y[index]
-
-
-class BatchList:
-    """The batch sampler of a persistent DataLoader: the batches of the current pass, set before each pass."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[int]] = []
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch
-
-
-class LoaderBatches:
-    """A split kept in host memory: DataLoader workers gather each batch (into pinned memory on a
-    GPU) and the copy to the device overlaps with compute. For datasets too large for the device."""
-
-    def __init__(self, split: Split, device: torch.device, workers: int) -> None:
-        self.device = device
-        self.sampler = BatchList()
-        self.dataset = ArrayDataset(split)
-        self.loader = DataLoader(self.dataset, batch_sampler=self.sampler, collate_fn=keep_batch,
-                                 num_workers=workers, pin_memory=device.type == "cuda",
-                                 persistent_workers=workers > 0)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def iterate(self, batches: list[np.ndarray]):
-        self.sampler.batches = [index.tolist() for index in batches]
-        for x, y in self.loader:
-            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-
-
-def place_data(splits: dict[str, Split], compute: Compute) -> dict[str, DeviceBatches | LoaderBatches]:
-    """Every split on the training device when it fits (always on a CPU), else in host memory;
-    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
-    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
-        return {name: LoaderBatches(split, compute.device, NUM_WORKERS) for name, split in splits.items()}
-    cuda = compute.device.type == "cuda"
-    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
-    free = torch.cuda.mem_get_info(compute.device)[0] if cuda else 0
-    if choose(PERFORMANCE["device_data"], not cuda or data_bytes < free // 4):
-        return {name: DeviceBatches(split, compute) for name, split in splits.items()}
-    return {name: LoaderBatches(split, compute.device, NUM_WORKERS if name == "train" else 0)
-            for name, split in splits.items()}
-
-
-
-# --------------------------------------------------------------------------- augmentation (train split only)
-
-
-def random_crop(x: torch.Tensor, padding: int) -> torch.Tensor:
-    """Pad each image by `padding` zeros and crop it back to its size at a random offset."""
-    n, c, h, w = x.shape
-    padded = F.pad(x, (padding, padding, padding, padding))
-    top = torch.randint(0, 2 * padding + 1, (n, 1, 1, 1), device=x.device)
-    left = torch.randint(0, 2 * padding + 1, (n, 1, 1, 1), device=x.device)
-    rows = top + torch.arange(h, device=x.device).view(1, 1, h, 1)
-    cols = left + torch.arange(w, device=x.device).view(1, 1, 1, w)
-    samples = torch.arange(n, device=x.device).view(n, 1, 1, 1)
-    channels = torch.arange(c, device=x.device).view(1, c, 1, 1)
-    return padded[samples, channels, rows, cols]
-
-
-def horizontal_flip(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Mirror each image left-right with probability p."""
-    flip = torch.rand(x.shape[0], 1, 1, 1, device=x.device) < p
-    return torch.where(flip, x.flip(3), x)
-
-
-def augment(x: torch.Tensor) -> torch.Tensor:
-    """The data layer's augmentation, in order, on a batch already on the device."""
-    x = random_crop(x, padding=4)
-    x = horizontal_flip(x, p=0.5)
-    return x
-
-
 # --------------------------------------------------------------------------- loss and metrics
 
 
@@ -462,6 +277,191 @@ class Trainer:
         if self.processes.world > 1:
             dist.barrier()
             dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- processes and devices
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03"."""
+    match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist)
+    prefix, ranges = match.group(1), match.group(2)
+    return prefix + re.split(r"[,-]", ranges)[0] if ranges else prefix
+
+
+def setup_distributed() -> Processes:
+    """This process's place from torchrun's variables, or from Slurm's when launched by srun."""
+    env = os.environ
+    if "RANK" not in env and "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+        env.setdefault("MASTER_ADDR", first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
+        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+    world = int(env.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+    if world > 1:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Processes(rank, world, local_rank)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """This process's device and how it computes there."""
+
+    device: torch.device
+    bf16: bool  # bf16 autocast
+    channels_last: bool  # images in channels-last memory format
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
+
+    def layout(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
+
+
+def setup_compute(processes: Processes) -> Compute:
+    """The GPU of this process's local rank if there is one, else the CPU, with the speed settings for it."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = PRECISION != "fp32"
+        torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
+    elif "OMP_NUM_THREADS" not in os.environ:  # the processes on one machine share its cores
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.world))
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_processes))
+    return Compute(
+        device=torch.device(f"cuda:{processes.local_rank}") if cuda else torch.device("cpu"),
+        bf16=PRECISION == "bf16" or (PRECISION == "auto" and cuda and torch.cuda.is_bf16_supported()),
+        channels_last=choose(PERFORMANCE["channels_last"], cuda))
+
+
+# --------------------------------------------------------------------------- data
+
+
+def to_tensor(array: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+class DeviceBatches:
+    """A split held on the training device; batches are sliced there, with no host round trip."""
+
+    def __init__(self, split: Split, compute: Compute) -> None:
+        self.device = compute.device
+        self.x = compute.layout(to_tensor(split.x).to(self.device))
+        self.y = to_tensor(split.y).to(self.device)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def iterate(self, batches: list[np.ndarray]):
+        for index in batches:
+            index = torch.from_numpy(index).to(self.device, non_blocking=True)
+            yield self.x[index], self.y[index]
+
+
+class ArrayDataset(Dataset):
+    """Hands out whole batches (``__getitems__``), so workers gather with one indexing operation.
+    A streamed split's x stays on disk: indexing it decodes and preprocesses the batch in the worker."""
+
+    def __init__(self, split: Split) -> None:
+        self.x = to_tensor(split.x) if isinstance(split.x, np.ndarray) else split.x
+        self.y = to_tensor(split.y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.__getitems__([i])
+        return x[0], y[0]
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.as_tensor(indices)
+        x = self.x[index] if isinstance(self.x, torch.Tensor) else to_tensor(self.x[np.asarray(indices)])
+        return x, self.y[index]
+
+
+class BatchList:
+    """The batch sampler of a persistent DataLoader: the batches of the current pass, set before each pass."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch
+
+
+class LoaderBatches:
+    """A split kept in host memory: DataLoader workers gather each batch (into pinned memory on a
+    GPU) and the copy to the device overlaps with compute. For datasets too large for the device."""
+
+    def __init__(self, split: Split, device: torch.device, workers: int) -> None:
+        self.device = device
+        self.sampler = BatchList()
+        self.dataset = ArrayDataset(split)
+        self.loader = DataLoader(self.dataset, batch_sampler=self.sampler, collate_fn=keep_batch,
+                                 num_workers=workers, pin_memory=device.type == "cuda",
+                                 persistent_workers=workers > 0)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def iterate(self, batches: list[np.ndarray]):
+        self.sampler.batches = [index.tolist() for index in batches]
+        for x, y in self.loader:
+            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+
+def place_data(splits: dict[str, Split], compute: Compute) -> dict[str, DeviceBatches | LoaderBatches]:
+    """Every split on the training device when it fits (always on a CPU), else in host memory;
+    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
+    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
+        return {name: LoaderBatches(split, compute.device, NUM_WORKERS) for name, split in splits.items()}
+    cuda = compute.device.type == "cuda"
+    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
+    free = torch.cuda.mem_get_info(compute.device)[0] if cuda else 0
+    if choose(PERFORMANCE["device_data"], not cuda or data_bytes < free // 4):
+        return {name: DeviceBatches(split, compute) for name, split in splits.items()}
+    return {name: LoaderBatches(split, compute.device, NUM_WORKERS if name == "train" else 0)
+            for name, split in splits.items()}
+
+
+
+# --------------------------------------------------------------------------- augmentation (train split only)
+
+
+def random_crop(x: torch.Tensor, padding: int) -> torch.Tensor:
+    """Pad each image by `padding` zeros and crop it back to its size at a random offset."""
+    n, c, h, w = x.shape
+    padded = F.pad(x, (padding, padding, padding, padding))
+    top = torch.randint(0, 2 * padding + 1, (n, 1, 1, 1), device=x.device)
+    left = torch.randint(0, 2 * padding + 1, (n, 1, 1, 1), device=x.device)
+    rows = top + torch.arange(h, device=x.device).view(1, 1, h, 1)
+    cols = left + torch.arange(w, device=x.device).view(1, 1, 1, w)
+    samples = torch.arange(n, device=x.device).view(n, 1, 1, 1)
+    channels = torch.arange(c, device=x.device).view(1, c, 1, 1)
+    return padded[samples, channels, rows, cols]
+
+
+def horizontal_flip(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Mirror each image left-right with probability p."""
+    flip = torch.rand(x.shape[0], 1, 1, 1, device=x.device) < p
+    return torch.where(flip, x.flip(3), x)
+
+
+def augment(x: torch.Tensor) -> torch.Tensor:
+    """The data layer's augmentation, in order, on a batch already on the device."""
+    x = random_crop(x, padding=4)
+    x = horizontal_flip(x, p=0.5)
+    return x
 
 
 # --------------------------------------------------------------------------- main
