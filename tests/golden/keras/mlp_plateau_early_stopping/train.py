@@ -107,7 +107,8 @@ class TorchAdam(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         ops = keras.ops
         lr = ops.cast(learning_rate, variable.dtype)
-        gradient = ops.cast(gradient, variable.dtype)
+        # an embedding's gradient comes as IndexedSlices; torch's Adam takes it dense (every row's moments decay)
+        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
         step = ops.cast(self.iterations + 1, variable.dtype)
         index = self._get_variable_index(variable)
         m, v = self.moments[index], self.velocities[index]
