@@ -2,7 +2,8 @@
 
 ``spec`` (schema, zoo, validate, summary, ops), ``codegen`` (generate,
 support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
-sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence), ``export``
+sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence), ``lockstep`` (check-training),
+``export``
 (export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data), ``predict`` (predict, models) and
 ``settings_schema`` (settings-schema). ``flowtrain.py`` wires them together
 (:data:`COMMAND_MODULES`).
@@ -10,7 +11,21 @@ sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence),
 
 from __future__ import annotations
 
-from cli import calibrate, codegen, data, equivalence, export, onnx_import, predict, runs, settings_schema, spec, sweeps
+from cli import (
+    calibrate,
+    codegen,
+    data,
+    equivalence,
+    export,
+    lockstep,
+    onnx_import,
+    predict,
+    runs,
+    settings_schema,
+    spec,
+    sweeps,
+)
 
 # In the order `python -m flowtrain --help` lists them.
-COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, export, onnx_import, data, predict, settings_schema)
+COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, lockstep, export, onnx_import, data, predict,
+                   settings_schema)

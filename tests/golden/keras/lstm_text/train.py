@@ -24,7 +24,6 @@ import signal
 import sys
 import time
 import zipfile
-from dataclasses import asdict
 from pathlib import Path
 
 import keras
@@ -35,51 +34,333 @@ from data import (
     BATCH_SIZE,
     NUM_WORKERS,
     SEED,
-    SHUFFLE,
     Split,
-    data_error,
     describe,
     load_splits,
 )
 from model import INPUT_DTYPE, KERAS_INPUT_SHAPE, build_model, to_keras_layout
 from runtime import (
-    CALIBRATION_WARMUP,
     EXIT_BAD_INPUT,
-    EXIT_STOPPED,
-    SPEC_HASH,
-    STARTED,
-    LastError,
     Plan,
     Processes,
-    Progress,
     Report,
+    Run,
     StopFlag,
+    Totals,
     choose,
-    newest_checkpoint,
+    epoch_batches,
     parse_args,
-    prune_checkpoints,
-    record_share,
-    record_weights,
-    summarise,
+    run_program,
     write_atomically,
 )
 
 FRAMEWORK = 'keras'
 EPOCHS = 5
-SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LR = 0.001
 MIN_LR = 0.0
 GRADIENT_CLIP_NORM = 1.0
-LOG_EVERY = 50  # optimizer steps between "train" records
-CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
-CHECKPOINT_EACH_EPOCH = True
-CHECKPOINTS_KEPT = 2
 WEIGHT_DECAY = 0.01
 PRECISION = 'auto'  # "auto": mixed bfloat16 on GPUs that support it, else float32
 XLA = 'auto'  # "auto": XLA-compile the step on a GPU only (on a CPU it is several times slower)
 CALL_SECONDS = 0.2  # fast steps run several to a call of about this long (a stop signal waits at most that)
 CHECKPOINT_FILES = (".npz",)
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # a damaged checkpoint
+
+
+# --------------------------------------------------------------------------- loss and metrics
+
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+
+def per_sample_loss(output: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+    """The loss of each sample (the mean over a batch is torch's loss)."""
+    return LOSS(target, output)
+
+
+def batch_totals(output: tf.Tensor, target: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
+    """[loss sum, correct predictions, 0, samples] of one batch (a tensor: no host synchronisation)."""
+    predicted = tf.argmax(output, axis=-1, output_type=target.dtype)
+    metrics = [tf.reduce_sum(tf.cast(tf.equal(predicted, target), tf.float64)), tf.zeros([], tf.float64)]
+    count = tf.cast(tf.shape(target)[0], tf.float64)
+    return tf.stack([tf.reduce_sum(tf.cast(losses, tf.float64)), *metrics, count])
+
+
+# --------------------------------------------------------------------------- optimizer and schedule
+
+
+class TorchAdam(keras.optimizers.Optimizer):
+    """Adam as torch computes it: w -= lr·m̂ / (√v̂ + eps), with the bias-corrected moments m̂ and v̂.
+    Keras's Adam adds eps to the uncorrected √v, a larger eps in the first steps, so its steps drift
+    from torch's. Decoupled weight decay (AdamW) is Keras's own: w -= lr·wd·w before the step."""
+
+    def __init__(self, learning_rate, beta_1: float, beta_2: float, epsilon: float, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self.moments = [self.add_variable_from_reference(v, "m") for v in variables]
+        self.velocities = [self.add_variable_from_reference(v, "v") for v in variables]
+
+    def update_step(self, gradient, variable, learning_rate):
+        ops = keras.ops
+        lr = ops.cast(learning_rate, variable.dtype)
+        # an embedding's gradient comes as IndexedSlices; torch's Adam takes it dense (every row's moments decay)
+        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        index = self._get_variable_index(variable)
+        m, v = self.moments[index], self.velocities[index]
+        self.assign(m, m + (gradient - m) * (1 - self.beta_1))
+        self.assign(v, v * self.beta_2 + gradient * gradient * (1 - self.beta_2))
+        denominator = ops.sqrt(v) / ops.sqrt(1 - ops.power(self.beta_2, step)) + self.epsilon
+        self.assign_sub(variable, (lr / (1 - ops.power(self.beta_1, step))) * m / denominator)
+
+    def get_config(self):
+        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+
+def lr_factor(step: int, plan: Plan) -> float:
+    """The learning rate at optimizer step `step` as a multiple of LR: linear warm-up over the first
+    1 epoch(s) (step k uses (k+1)/warmup of LR), then cosine decay to MIN_LR by the end of the run."""
+    warmup = 1 * plan.steps_per_epoch
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(1, plan.total_steps - warmup), 1.0)
+    return (MIN_LR + (LR - MIN_LR) * 0.5 * (1 + math.cos(math.pi * progress))) / LR
+
+
+class Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """LR × lr_factor(step): the optimizer reads its rate inside a compiled graph, so the rate of every
+    step of the run is computed once, with the same formula as in every framework's program."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.rates = tf.constant([LR * lr_factor(step, plan) for step in range(plan.total_steps + 1)], tf.float32)
+
+    def __call__(self, step):
+        return tf.gather(self.rates, tf.minimum(tf.cast(step, tf.int32), self.plan.total_steps))
+
+    def get_config(self):
+        return {"epochs": self.plan.epochs, "steps_per_epoch": self.plan.steps_per_epoch}
+
+
+def make_optimizer(plan: Plan) -> keras.optimizers.Optimizer:
+    lr = Schedule(plan)
+    # weight_decay is decoupled (w -= lr·wd·w before the Adam step), as torch's AdamW.
+    return TorchAdam(learning_rate=lr, weight_decay=WEIGHT_DECAY, beta_1=0.9,
+                     beta_2=0.999, epsilon=1e-08)
+
+
+# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
+
+
+def combine_gradients(grads: list, replicas: int) -> list:
+    """Clip and decay as torch does, on the gradient of the whole global batch.
+
+    Runs on each replica before the optimizer, which sums the replicas' gradients: clipping needs
+    that sum first, so with several replicas it is summed here, clipped, and handed on divided
+    by the replica count.
+    """
+    context = tf.distribute.get_replica_context()
+    if replicas > 1:
+        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, _ = tf.clip_by_global_norm(grads, GRADIENT_CLIP_NORM)
+    if replicas > 1:
+        grads = [g / replicas for g in grads]
+    return grads
+
+
+def process_sum(strategy: tf.distribute.Strategy, local_replicas: int):
+    """A function that adds up a per-process tensor over all processes (one collective)."""
+
+    def share(v: tf.Tensor) -> tf.Tensor:
+        context = tf.distribute.get_replica_context()
+        first = tf.cast(context.replica_id_in_sync_group % local_replicas == 0, v.dtype)
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, v * first)
+
+    @tf.function
+    def total(values: tf.Tensor) -> tf.Tensor:
+        return strategy.experimental_local_results(strategy.run(share, args=(values,)))[0]
+
+    return total
+
+
+class Trainer:
+    """Keras's part of the run (runtime.Run drives it): optimizer steps run by the distribution
+    strategy, several to a tf.function call, evaluation, checkpoints and the saved model.
+
+    One training loop serves one and many processes (Keras's fit does not work under
+    MultiWorkerMirroredStrategy). Gradients are summed over the replicas before clipping, so
+    clipping and weight decay mean what they mean in torch.
+    """
+
+    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                 sources: dict[str, Batches], processes: Processes, plan: Plan, bf16: bool, xla: bool) -> None:
+        self.strategy, self.model, self.optimizer = strategy, model, optimizer
+        self.sources, self.processes, self.plan, self.bf16, self.xla = sources, processes, plan, bf16, xla
+        self.variables = model.trainable_variables
+        self.replicas = strategy.num_replicas_in_sync
+        self.local_replicas = max(1, self.replicas // processes.world)  # BATCH_SIZE is per replica
+        with strategy.scope():
+            # [loss sum, metric sums (2), samples, stop requests] over all replicas, kept on the device
+            self.sums = tf.Variable(tf.zeros([5], tf.float64), trainable=False)
+        self.gradients = tf.function(self.replica_gradients, jit_compile=True) if xla else self.replica_gradients
+        self.eval_step = tf.function(self.eval_batch, jit_compile=xla)
+        self.process_sum = process_sum(strategy, self.local_replicas)
+        self.iterator = None
+        self.steps_per_call = 1  # raised for fast steps once their speed is known (one process only)
+        self.paced = (time.perf_counter(), 0.0)  # time and samples at the latest totals()
+        self.stop_agreed = False
+
+    def start(self, state: dict | None) -> None:
+        """Load a checkpoint's variables; a fresh run keeps the built ones."""
+        if state is None:
+            return
+        arrays = state["arrays"]
+        for i, v in enumerate(self.model.variables):
+            v.assign(arrays[f"model/{i}"])
+        for i, v in enumerate(self.optimizer.variables):
+            v.assign(arrays[f"optimizer/{i}"])
+
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this process's samples of the whole epoch."""
+        order = np.concatenate(epoch_batches(epoch, len(self.sources["train"]), self.processes))
+
+        def pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            return self.sources["train"].dataset(order, first_batch * self.local_replicas,
+                                                 self.plan.steps_per_epoch * self.local_replicas)
+
+        self.iterator = iter(self.strategy.distribute_datasets_from_function(pipeline))
+        return order[:self.plan.steps_per_epoch * self.local_replicas * BATCH_SIZE]
+
+    def close(self) -> None:
+        """Drop the epoch's input iterator while Python is still running: one left unfinished (a stop or
+        --max-steps in the middle of an epoch) with streamed batches in flight hangs if it is collected at exit."""
+        self.iterator = None
+
+    def replica_gradients(self, x: tf.Tensor, y: tf.Tensor):
+        with tf.GradientTape() as tape:
+            output = tf.cast(self.model(x, training=True), tf.float32)
+            losses = per_sample_loss(output, y)
+            loss = tf.nn.compute_average_loss(losses)  # mean over the global batch
+        return tape.gradient(loss, self.variables), output, losses
+
+    def replica_step(self, x: tf.Tensor, y: tf.Tensor, stop: tf.Tensor) -> tf.Tensor:
+        grads, output, losses = self.gradients(x, y)
+        grads = combine_gradients(grads, self.replicas)
+        self.optimizer.apply(grads, self.variables)  # sums the replicas' gradients
+        return tf.concat([batch_totals(output, y, losses), [stop]], axis=0)
+
+    @tf.function
+    def run_steps(self, iterator, steps: tf.Tensor, stop: tf.Tensor) -> None:
+        for _ in tf.range(steps):
+            x, y = next(iterator)
+            per_replica = self.strategy.run(self.replica_step, args=(x, y, stop))
+            self.sums.assign_add(self.strategy.reduce("SUM", per_replica, axis=None))
+
+    def train(self, steps: int) -> int:
+        """Up to `steps` optimizer steps in one call (small, fast networks spend less time in Python); how many ran."""
+        steps = min(steps, self.steps_per_call)
+        stop = tf.constant(0.0 if StopFlag.signum is None else 1.0, tf.float64)
+        self.run_steps(self.iterator, tf.constant(steps), stop)
+        return steps
+
+    def totals(self) -> Totals:
+        """The training batches so far, over all replicas (a host synchronisation)."""
+        current = self.sums.numpy().tolist()
+        self.stop_agreed = current[4] > 0  # some process was asked to stop: all stop at the next check
+        now, (then, samples) = time.perf_counter(), self.paced
+        if self.processes.world == 1 and current[3] > samples:  # (several processes keep one step per call)
+            rate = (current[3] - samples) / BATCH_SIZE / max(now - then, 1e-9)  # batches per second
+            self.steps_per_call = max(1, int(CALL_SECONDS * rate))  # Run caps it at the next record or checkpoint
+        self.paced = (now, current[3])
+        return Totals.of(current)
+
+    def stop_signal(self) -> int | None:
+        """The signal to stop for, once every process knows about it."""
+        if self.processes.world == 1:
+            return StopFlag.signum
+        return (StopFlag.signum or signal.SIGTERM) if self.stop_agreed else None
+
+    def learning_rate(self) -> float:
+        # through a tensor: with several workers the variable's value is a MirroredVariable, which float() refuses
+        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
+
+    def weights(self) -> list[np.ndarray]:
+        return [np.asarray(v.numpy()) for v in self.model.trainable_variables]
+
+    def eval_batch(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        output = tf.cast(self.model(x, training=False), tf.float32)
+        return batch_totals(output, y, per_sample_loss(output, y))
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Loss and metrics over a whole split in eval mode; each process takes every world-th sample."""
+        source = self.sources[split]
+        order = np.arange(self.processes.rank, len(source), self.processes.world)
+        sums = tf.zeros([4], tf.float64)
+        for x, y in source.dataset(order, 0, -(-len(order) // BATCH_SIZE)):
+            sums += self.eval_step(x, y)
+        if self.processes.world > 1:
+            sums = self.process_sum(sums)
+        return Totals.of(sums.numpy().tolist()).metrics()
+
+    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
+        """Rank 0 writes <stem>.npz (every process holds the same variables): every model variable
+        (weights, BatchNorm statistics, the dropout layers' random-generator states), every optimizer
+        variable (its step counter included) and the loop's state as JSON."""
+        if self.processes.rank != 0:
+            return None
+        arrays = {f"model/{i}": np.asarray(v) for i, v in enumerate(self.model.variables)}
+        arrays.update({f"optimizer/{i}": np.asarray(v) for i, v in enumerate(self.optimizer.variables)})
+        meta = {**state, "model_variables": [v.path for v in self.model.variables]}
+        arrays["state"] = np.array(json.dumps(meta))
+        path = stem.with_suffix(".npz")
+        write_atomically(path, lambda f: np.savez(f, **arrays))
+        return path
+
+    def read_checkpoint(self, path: Path) -> dict:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        state = json.loads(str(arrays.pop("state")))
+        model_vars, optimizer_vars = self.model.variables, self.optimizer.variables
+        if (len(model_vars) + len(optimizer_vars) != len(arrays)
+                or any(arrays[f"model/{i}"].shape != tuple(v.shape) for i, v in enumerate(model_vars))):
+            raise ValueError("its variables do not fit this model (written for another pipeline spec?)")
+        return {**state, "arrays": arrays}
+
+    def save_model(self, folder: Path) -> dict[str, str | None]:
+        """model/model.keras (architecture and weights; load it with model.py importable), and
+        model/model.onnx where tf2onnx is installed (Keras exports ONNX through it; best effort)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "model.tmp.keras"
+        self.model.save(tmp)
+        os.replace(tmp, folder / "model.keras")
+        files: dict[str, str | None] = {"model": "model/model.keras", "onnx": None}
+        if importlib.util.find_spec("tf2onnx") is None:
+            return files
+        tmp = folder / "model.tmp.onnx"
+        try:
+            self.model.export(str(tmp), format="onnx",
+                              input_signature=[tf.TensorSpec((None, *KERAS_INPUT_SHAPE), INPUT_DTYPE, name="input")])
+        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
+            print(f"warning: ONNX export failed, model/model.keras is saved: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, folder / "model.onnx")
+            files["onnx"] = "model/model.onnx"
+        return files
+
+    def settings(self) -> dict[str, object]:
+        """This process's setup, for the "start" record."""
+        return {"device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
+                "tensorflow_version": tf.__version__, "keras_version": keras.__version__, "replicas": self.replicas,
+                "precision": "bf16" if self.bf16 else "fp32", "xla": self.xla}
 
 
 # --------------------------------------------------------------------------- processes and devices
@@ -162,27 +443,6 @@ def bf16_capable() -> bool:
 # --------------------------------------------------------------------------- data
 
 
-def epoch_order(epoch: int, n: int, processes: Processes) -> np.ndarray:
-    """This process's sample indices for one epoch, in training order.
-
-    The order is a function of (SEED, epoch) only, so a resumed run sees the same batches as an
-    uninterrupted one; every process gets an equal share, so all take the same number of steps.
-    """
-    total = SAMPLES_PER_EPOCH or n
-    if SHUFFLE:
-        rng = np.random.default_rng([SEED, epoch])
-        order = np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
-    else:
-        order = np.arange(total) % n
-    return order[processes.rank::processes.world][:total // processes.world]
-
-
-def batch_count(samples: int) -> int:
-    """Batches of one pass; a last batch of one sample is dropped (it has no batch statistics)."""
-    count = -(-samples // BATCH_SIZE)
-    return count - 1 if count > 1 and samples % BATCH_SIZE == 1 else count
-
-
 class Batches:
     """A split held in memory as tensors; tf.data slices the batches of each pass in the background
     (gather, prefetch) while the model trains. A streamed split stays on
@@ -229,440 +489,6 @@ class Batches:
         return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
-# --------------------------------------------------------------------------- loss and metrics
-
-
-LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-
-
-def per_sample_loss(output: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-    """The loss of each sample (the mean over a batch is torch's loss)."""
-    return LOSS(target, output)
-
-
-def batch_totals(output: tf.Tensor, target: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
-    """[loss sum, correct predictions, 0, samples] of one batch (a tensor: no host synchronisation)."""
-    predicted = tf.argmax(output, axis=-1, output_type=target.dtype)
-    metrics = [tf.reduce_sum(tf.cast(tf.equal(predicted, target), tf.float64)), tf.zeros([], tf.float64)]
-    count = tf.cast(tf.shape(target)[0], tf.float64)
-    return tf.stack([tf.reduce_sum(tf.cast(losses, tf.float64)), *metrics, count])
-
-
-# --------------------------------------------------------------------------- optimizer and schedule
-
-
-def lr_factor(step: int, plan: Plan) -> float:
-    """The learning rate at optimizer step `step` as a multiple of LR: linear warm-up over the first
-    1 epoch(s) (step k uses (k+1)/warmup of LR), then cosine decay to MIN_LR by the end of the run."""
-    warmup = 1 * plan.steps_per_epoch
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = min((step - warmup) / max(1, plan.total_steps - warmup), 1.0)
-    return (MIN_LR + (LR - MIN_LR) * 0.5 * (1 + math.cos(math.pi * progress))) / LR
-
-
-class Schedule(keras.optimizers.schedules.LearningRateSchedule):
-    """LR × lr_factor(step): the optimizer reads its rate inside a compiled graph, so the rate of every
-    step of the run is computed once, with the same formula as in every framework's program."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.rates = tf.constant([LR * lr_factor(step, plan) for step in range(plan.total_steps + 1)], tf.float32)
-
-    def __call__(self, step):
-        return tf.gather(self.rates, tf.minimum(tf.cast(step, tf.int32), self.plan.total_steps))
-
-    def get_config(self):
-        return {"epochs": self.plan.epochs, "steps_per_epoch": self.plan.steps_per_epoch}
-
-
-def make_optimizer(plan: Plan) -> keras.optimizers.Optimizer:
-    lr = Schedule(plan)
-    # weight_decay is decoupled (w -= lr·wd·w before the Adam step), as torch's AdamW.
-    return keras.optimizers.AdamW(learning_rate=lr, weight_decay=WEIGHT_DECAY, beta_1=0.9,
-                                  beta_2=0.999, epsilon=1e-08)
-
-
-# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
-
-
-def combine_gradients(grads: list, replicas: int) -> list:
-    """Clip and decay as torch does, on the gradient of the whole global batch.
-
-    Runs on each replica before the optimizer, which sums the replicas' gradients: clipping needs
-    that sum first, so with several replicas it is summed here, clipped, and handed on divided
-    by the replica count.
-    """
-    context = tf.distribute.get_replica_context()
-    if replicas > 1:
-        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-    grads, _ = tf.clip_by_global_norm(grads, GRADIENT_CLIP_NORM)
-    if replicas > 1:
-        grads = [g / replicas for g in grads]
-    return grads
-
-
-def process_sum(strategy: tf.distribute.Strategy, local_replicas: int):
-    """A function that adds up a per-process tensor over all processes (one collective)."""
-
-    def share(v: tf.Tensor) -> tf.Tensor:
-        context = tf.distribute.get_replica_context()
-        first = tf.cast(context.replica_id_in_sync_group % local_replicas == 0, v.dtype)
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, v * first)
-
-    @tf.function
-    def total(values: tf.Tensor) -> tf.Tensor:
-        return strategy.experimental_local_results(strategy.run(share, args=(values,)))[0]
-
-    return total
-
-
-class Trainer:
-    """Keras's part of the run (Run, below, drives it): optimizer steps run by the distribution
-    strategy, several to a tf.function call, evaluation, checkpoints and the saved model.
-
-    One training loop serves one and many processes (Keras's fit does not work under
-    MultiWorkerMirroredStrategy). Gradients are summed over the replicas before clipping, so
-    clipping and weight decay mean what they mean in torch.
-    """
-
-    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 sources: dict[str, Batches], processes: Processes, plan: Plan, bf16: bool, xla: bool) -> None:
-        self.strategy, self.model, self.optimizer = strategy, model, optimizer
-        self.sources, self.processes, self.plan, self.bf16, self.xla = sources, processes, plan, bf16, xla
-        self.variables = model.trainable_variables
-        self.replicas = strategy.num_replicas_in_sync
-        self.local_replicas = max(1, self.replicas // processes.world)  # BATCH_SIZE is per replica
-        with strategy.scope():
-            # [loss sum, metric sums (2), samples, stop requests] over all replicas, kept on the device
-            self.sums = tf.Variable(tf.zeros([5], tf.float64), trainable=False)
-        self.gradients = tf.function(self.replica_gradients, jit_compile=True) if xla else self.replica_gradients
-        self.eval_step = tf.function(self.eval_batch, jit_compile=xla)
-        self.process_sum = process_sum(strategy, self.local_replicas)
-        self.iterator = None
-        self.steps_per_call = 1  # raised for fast steps once their speed is known (one process only)
-        self.paced = (time.perf_counter(), 0.0)  # time and samples at the latest totals()
-        self.stop_agreed = False
-
-    def start(self, state: dict | None) -> None:
-        """Load a checkpoint's variables; a fresh run keeps the built ones."""
-        if state is None:
-            return
-        arrays = state["arrays"]
-        for i, v in enumerate(self.model.variables):
-            v.assign(arrays[f"model/{i}"])
-        for i, v in enumerate(self.optimizer.variables):
-            v.assign(arrays[f"optimizer/{i}"])
-
-    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
-        """Start reading the epoch's batches at `first_batch`; this process's samples of the whole epoch."""
-        order = epoch_order(epoch, len(self.sources["train"]), self.processes)
-
-        def pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
-            return self.sources["train"].dataset(order, first_batch * self.local_replicas,
-                                                 self.plan.steps_per_epoch * self.local_replicas)
-
-        self.iterator = iter(self.strategy.distribute_datasets_from_function(pipeline))
-        return order[:self.plan.steps_per_epoch * self.local_replicas * BATCH_SIZE]
-
-    def close(self) -> None:
-        """Drop the epoch's input iterator while Python is still running: one left unfinished (a stop or
-        --max-steps in the middle of an epoch) with streamed batches in flight hangs if it is collected at exit."""
-        self.iterator = None
-
-    def replica_gradients(self, x: tf.Tensor, y: tf.Tensor):
-        with tf.GradientTape() as tape:
-            output = tf.cast(self.model(x, training=True), tf.float32)
-            losses = per_sample_loss(output, y)
-            loss = tf.nn.compute_average_loss(losses)  # mean over the global batch
-        return tape.gradient(loss, self.variables), output, losses
-
-    def replica_step(self, x: tf.Tensor, y: tf.Tensor, stop: tf.Tensor) -> tf.Tensor:
-        grads, output, losses = self.gradients(x, y)
-        grads = combine_gradients(grads, self.replicas)
-        self.optimizer.apply(grads, self.variables)  # sums the replicas' gradients
-        return tf.concat([batch_totals(output, y, losses), [stop]], axis=0)
-
-    @tf.function
-    def run_steps(self, iterator, steps: tf.Tensor, stop: tf.Tensor) -> None:
-        for _ in tf.range(steps):
-            x, y = next(iterator)
-            per_replica = self.strategy.run(self.replica_step, args=(x, y, stop))
-            self.sums.assign_add(self.strategy.reduce("SUM", per_replica, axis=None))
-
-    def train(self, steps: int) -> int:
-        """Up to `steps` optimizer steps in one call (small, fast networks spend less time in Python); how many ran."""
-        steps = min(steps, self.steps_per_call)
-        stop = tf.constant(0.0 if StopFlag.signum is None else 1.0, tf.float64)
-        self.run_steps(self.iterator, tf.constant(steps), stop)
-        return steps
-
-    def totals(self) -> list[float]:
-        """[loss·n, two metric sums, n] of the training batches so far, over all replicas (a host synchronisation)."""
-        current = self.sums.numpy().tolist()
-        self.stop_agreed = current[4] > 0  # some process was asked to stop: all stop at the next check
-        now, (then, samples) = time.perf_counter(), self.paced
-        if self.processes.world == 1 and current[3] > samples:  # (several processes keep one step per call)
-            rate = (current[3] - samples) / BATCH_SIZE / max(now - then, 1e-9)  # batches per second
-            self.steps_per_call = max(1, min(LOG_EVERY, int(CALL_SECONDS * rate)))
-        self.paced = (now, current[3])
-        return current[:4]
-
-    def stop_signal(self) -> int | None:
-        """The signal to stop for, once every process knows about it."""
-        if self.processes.world == 1:
-            return StopFlag.signum
-        return (StopFlag.signum or signal.SIGTERM) if self.stop_agreed else None
-
-    def learning_rate(self) -> float:
-        # through a tensor: with several workers the variable's value is a MirroredVariable, which float() refuses
-        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
-
-    def weights(self) -> list[np.ndarray]:
-        return [np.asarray(v.numpy()) for v in self.model.trainable_variables]
-
-    def eval_batch(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        output = tf.cast(self.model(x, training=False), tf.float32)
-        return batch_totals(output, y, per_sample_loss(output, y))
-
-    def evaluate(self, split: str) -> dict[str, float]:
-        """Loss and metrics over a whole split in eval mode; each process takes every world-th sample."""
-        source = self.sources[split]
-        order = np.arange(self.processes.rank, len(source), self.processes.world)
-        sums = tf.zeros([4], tf.float64)
-        for x, y in source.dataset(order, 0, -(-len(order) // BATCH_SIZE)):
-            sums += self.eval_step(x, y)
-        if self.processes.world > 1:
-            sums = self.process_sum(sums)
-        return summarise(sums.numpy().tolist())
-
-    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
-        """Rank 0 writes <stem>.npz (every process holds the same variables): every model variable
-        (weights, BatchNorm statistics, the dropout layers' random-generator states), every optimizer
-        variable (its step counter included) and the loop's state as JSON."""
-        if self.processes.rank != 0:
-            return None
-        arrays = {f"model/{i}": np.asarray(v) for i, v in enumerate(self.model.variables)}
-        arrays.update({f"optimizer/{i}": np.asarray(v) for i, v in enumerate(self.optimizer.variables)})
-        meta = {**state, "model_variables": [v.path for v in self.model.variables]}
-        arrays["state"] = np.array(json.dumps(meta))
-        path = stem.with_suffix(".npz")
-        write_atomically(path, lambda f: np.savez(f, **arrays))
-        return path
-
-    def read_checkpoint(self, path: Path) -> dict:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-        state = json.loads(str(arrays.pop("state")))
-        model_vars, optimizer_vars = self.model.variables, self.optimizer.variables
-        if (len(model_vars) + len(optimizer_vars) != len(arrays)
-                or any(arrays[f"model/{i}"].shape != tuple(v.shape) for i, v in enumerate(model_vars))):
-            raise ValueError("its variables do not fit this model (written for another pipeline spec?)")
-        return {**state, "arrays": arrays}
-
-    def save_model(self, folder: Path) -> dict[str, str | None]:
-        """model/model.keras (architecture and weights; load it with model.py importable), and
-        model/model.onnx where tf2onnx is installed (Keras exports ONNX through it; best effort)."""
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "model.tmp.keras"
-        self.model.save(tmp)
-        os.replace(tmp, folder / "model.keras")
-        files: dict[str, str | None] = {"model": "model/model.keras", "onnx": None}
-        if importlib.util.find_spec("tf2onnx") is None:
-            return files
-        tmp = folder / "model.tmp.onnx"
-        try:
-            self.model.export(str(tmp), format="onnx",
-                              input_signature=[tf.TensorSpec((None, *KERAS_INPUT_SHAPE), INPUT_DTYPE, name="input")])
-        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
-            print(f"warning: ONNX export failed, model/model.keras is saved: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
-            tmp.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, folder / "model.onnx")
-            files["onnx"] = "model/model.onnx"
-        return files
-
-    def settings(self) -> dict[str, object]:
-        """This process's setup, for the "start" record."""
-        return {"device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
-                "tensorflow_version": tf.__version__, "keras_version": keras.__version__, "replicas": self.replicas,
-                "precision": "bf16" if self.bf16 else "fp32", "xla": self.xla}
-# --------------------------------------------------------------------------- the training loop
-
-
-class Run:
-    """The epochs of one run, driving the Trainer: the "start", "train", "epoch", "checkpoint", "test"
-    and "end" records, checkpoints, the stop signal and the final evaluation."""
-
-    def __init__(self, trainer: Trainer, report: Report, out: Path, plan: Plan) -> None:
-        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
-        self.progress = Progress()
-        self.val_metrics: dict[str, float] = {}
-        self.val_step = -1  # the step val_metrics were measured at
-        self.logged = ([0.0] * 4, 0.0)  # the training totals and the time of the latest "train" record
-
-    def start(self, resume: bool) -> None:
-        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
-        state, path = newest_checkpoint(self.out / "checkpoints", CHECKPOINT_FILES, self.trainer.read_checkpoint,
-                                        UNREADABLE) if resume else (None, None)
-        if state is not None:
-            self.progress = Progress(**state["progress"])
-            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
-        self.trainer.start(state)
-        plan, world, settings = self.plan, self.trainer.processes.world, self.trainer.settings()
-        self.report.write("start", self.progress.step, self.progress.epoch, framework=FRAMEWORK, world_size=world,
-                          resumed_from_step=self.progress.step, epochs=plan.epochs,
-                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
-                          train_samples=len(self.trainer.sources["train"]), **settings)
-        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
-        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
-                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
-
-    def train(self) -> int | None:
-        """Train to the end of the last epoch or --max-steps; an exit code when the run ends sooner."""
-        progress, plan, trainer = self.progress, self.plan, self.trainer
-        self.logged = (trainer.totals(), time.perf_counter())
-        while progress.epoch < plan.epochs and progress.step < plan.last_step:
-            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
-            while progress.batch < plan.steps_per_epoch:
-                steps = trainer.train(self.steps_to_next_event())
-                progress.step += steps
-                progress.batch += steps
-                if progress.step % LOG_EVERY == 0 and not self.log_training():
-                    return 1
-                signum = trainer.stop_signal()
-                if signum is not None:
-                    return self.stop(signum)
-                if progress.batch < plan.steps_per_epoch:
-                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
-                        self.checkpoint()
-                    if progress.step >= plan.last_step:
-                        return None  # --max-steps within an epoch: no end-of-epoch records
-            self.end_epoch(epoch, started, epoch_totals)
-        return None
-
-    def steps_to_next_event(self) -> int:
-        """Optimizer steps up to the next "train" record, checkpoint, epoch end or --max-steps."""
-        step = self.progress.step
-        limits = [self.plan.steps_per_epoch - self.progress.batch, LOG_EVERY - step % LOG_EVERY,
-                  self.plan.last_step - step]
-        if CHECKPOINT_EVERY:
-            limits.append(CHECKPOINT_EVERY - step % CHECKPOINT_EVERY)
-        return max(1, min(limits))
-
-    def log_training(self) -> bool:
-        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
-        totals, now = self.trainer.totals(), time.perf_counter()
-        interval = [a - b for a, b in zip(totals, self.logged[0])]
-        seconds = max(now - self.logged[1], 1e-9)
-        self.logged = (totals, now)
-        values = summarise(interval)
-        step, epoch = self.progress.step, self.progress.epoch
-        if not math.isfinite(values["loss"]):
-            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                  "or add gradient clipping", file=sys.stderr)
-            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
-            return False
-        rate = interval[3] / seconds
-        lr = self.trainer.learning_rate()
-        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-        return True
-
-    def end_epoch(self, epoch: int, started: float, epoch_totals: list[float]) -> None:
-        """The epoch's records and its checkpoint."""
-        elapsed = time.perf_counter() - started
-        totals = [a - b for a, b in zip(self.trainer.totals(), epoch_totals)]
-        step, lr = self.progress.step, self.trainer.learning_rate()
-        train_metrics = summarise(totals)
-        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
-                          samples_per_s=round(totals[3] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        if "val" in self.trainer.sources:
-            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
-            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
-                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
-        self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if CHECKPOINT_EACH_EPOCH:
-            self.checkpoint()
-
-    def checkpoint(self) -> None:
-        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
-        folder = self.out / "checkpoints"
-        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress)}
-        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
-        if path is not None:
-            prune_checkpoints(folder, CHECKPOINT_FILES, CHECKPOINTS_KEPT)
-            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
-
-    def stop(self, signum: int) -> int:
-        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
-        self.checkpoint()
-        name = signal.Signals(signum).name
-        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
-        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
-        return EXIT_STOPPED
-
-    def calibrate(self, steps: int) -> int:
-        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
-        trainer, plan = self.trainer, self.plan
-        trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
-        trainer.start_epoch(epoch, batch)
-        while step < CALIBRATION_WARMUP + steps:
-            if step in (0, CALIBRATION_WARMUP) and step not in marks:
-                marks[step] = (trainer.totals()[3], time.perf_counter())  # totals() waits for the device
-            if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-                trainer.start_epoch(epoch, batch)
-            goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
-            taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
-            step, batch = step + taken, batch + taken
-        samples, now = trainer.totals()[3], time.perf_counter()
-        counted, started = marks[CALIBRATION_WARMUP]
-        seconds = max(now - started, 1e-9)
-        result = {"framework": FRAMEWORK, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
-                  "seconds": round(seconds, 6), "step_s": seconds / steps,
-                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
-                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
-                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
-                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
-        if trainer.processes.rank == 0:
-            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
-                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
-        return 0
-
-    def finish(self) -> int:
-        """The final evaluation, the saved model, result.json and the "end" record."""
-        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
-        result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
-                                     "world_size": self.trainer.processes.world}
-        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
-        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
-        if "val" in sources:
-            if self.val_step != step:
-                self.val_metrics = self.trainer.evaluate("val")
-            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
-        if "test" in sources:
-            test_metrics = self.trainer.evaluate("test")
-            self.report.write("test", step, epoch, split="test", **test_metrics)
-            result.update({f"test_{k}": v for k, v in test_metrics.items()})
-            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-        if self.trainer.processes.rank == 0:
-            result["files"] = self.trainer.save_model(self.out / "model")
-            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
-            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
-        return 0
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -678,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = {name: Batches(split) for name, split in splits.items()}
     replicas = strategy.num_replicas_in_sync
     local_replicas = max(1, replicas // processes.world)  # BATCH_SIZE is per replica, as in torch's program
-    steps_per_epoch = batch_count(len(epoch_order(0, len(sources["train"]), processes))) // local_replicas
+    steps_per_epoch = len(epoch_batches(0, len(sources["train"]), processes)) // local_replicas
     if steps_per_epoch < 1:
         print(f"error: {len(sources['train'])} training samples make no batch of {BATCH_SIZE} for each of "
               f"{replicas} replicas; use more data or a smaller batch_size", file=sys.stderr)
@@ -706,15 +532,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (Exception, KeyboardInterrupt) as exc:
-        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
-        if bad_data is None:
-            LastError.record(exc)
-            raise
-        # one line that names the file and the fix, as the run's reason too; the loader's traceback
-        # would only bury it
-        LastError.record(bad_data)
-        print(f"error: {bad_data}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+    run_program(main)

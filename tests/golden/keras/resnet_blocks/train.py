@@ -24,7 +24,6 @@ import signal
 import sys
 import time
 import zipfile
-from dataclasses import asdict
 from pathlib import Path
 
 import keras
@@ -35,233 +34,36 @@ from data import (
     BATCH_SIZE,
     NUM_WORKERS,
     SEED,
-    SHUFFLE,
     Split,
-    data_error,
     describe,
     load_splits,
 )
 from model import INPUT_DTYPE, KERAS_INPUT_SHAPE, build_model, to_keras_layout
 from runtime import (
-    CALIBRATION_WARMUP,
     EXIT_BAD_INPUT,
-    EXIT_STOPPED,
-    SPEC_HASH,
-    STARTED,
-    LastError,
     Plan,
     Processes,
-    Progress,
     Report,
+    Run,
     StopFlag,
+    Totals,
     choose,
-    newest_checkpoint,
+    epoch_batches,
     parse_args,
-    prune_checkpoints,
-    record_share,
-    record_weights,
-    summarise,
+    run_program,
     write_atomically,
 )
 
 FRAMEWORK = 'keras'
 EPOCHS = 30
-SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LR = 0.1
 MIN_LR = 0.0
-LOG_EVERY = 50  # optimizer steps between "train" records
-CHECKPOINT_EVERY = 1000  # optimizer steps between checkpoints (None: off)
-CHECKPOINT_EACH_EPOCH = True
-CHECKPOINTS_KEPT = 2
 WEIGHT_DECAY = 0.0005
 PRECISION = 'auto'  # "auto": mixed bfloat16 on GPUs that support it, else float32
 XLA = 'auto'  # "auto": XLA-compile the step on a GPU only (on a CPU it is several times slower)
 CALL_SECONDS = 0.2  # fast steps run several to a call of about this long (a stop signal waits at most that)
 CHECKPOINT_FILES = (".npz",)
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # a damaged checkpoint
-
-
-# --------------------------------------------------------------------------- processes and devices
-
-
-def gpus_from_environment() -> int:
-    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
-    TensorFlow build, whatever Slurm allotted."""
-    if not tf.test.is_built_with_cuda():
-        return 0
-    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
-
-
-def slurm_workers(tasks: int) -> list[str]:
-    """One address per Slurm task, in task order: its node's address and a port of its own, the port
-    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
-    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
-    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
-    a job script of one's own, Slurm's node names and a port base from the job id serve."""
-    env = os.environ
-    if env.get("FLOWTRAIN_NODE_ADDRS"):
-        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
-    else:
-        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
-            expand_hostlist,
-        )
-
-        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
-    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
-    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
-
-
-def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
-    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
-    (single-process) strategy; and this process's place among the workers."""
-    env = os.environ
-    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
-    if "TF_CONFIG" not in env and tasks <= 1:
-        return tf.distribute.get_strategy(), Processes()
-    gpus = gpus_from_environment()
-    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
-                      tf.distribute.experimental.CommunicationImplementation.RING)
-    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-    if "TF_CONFIG" in env:
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    else:
-        accelerators = 0
-        if gpus:
-            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
-            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
-            accelerators = slurm.num_accelerators().get("GPU", 0)
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
-            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
-    if not gpus:
-        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
-        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
-        local = max(1, int(per_node.group()) if per_node else 1)
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
-    spec = resolver.cluster_spec().as_dict()
-    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
-
-
-def bf16_capable() -> bool:
-    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
-        if tuple(capability) >= (8, 0):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------- data
-
-
-def epoch_order(epoch: int, n: int, processes: Processes) -> np.ndarray:
-    """This process's sample indices for one epoch, in training order.
-
-    The order is a function of (SEED, epoch) only, so a resumed run sees the same batches as an
-    uninterrupted one; every process gets an equal share, so all take the same number of steps.
-    """
-    total = SAMPLES_PER_EPOCH or n
-    if SHUFFLE:
-        rng = np.random.default_rng([SEED, epoch])
-        order = np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
-    else:
-        order = np.arange(total) % n
-    return order[processes.rank::processes.world][:total // processes.world]
-
-
-def batch_count(samples: int) -> int:
-    """Batches of one pass; a last batch of one sample is dropped (it has no batch statistics)."""
-    count = -(-samples // BATCH_SIZE)
-    return count - 1 if count > 1 and samples % BATCH_SIZE == 1 else count
-
-
-class Batches:
-    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
-    (gather, augmentation, prefetch) while the model trains. A streamed split stays on
-    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
-
-    def __init__(self, split: Split) -> None:
-        self.streamed = not isinstance(split.x, np.ndarray)
-        if self.streamed:
-            self.split = split
-            self.y = split.y
-            return
-        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
-            self.x = tf.constant(to_keras_layout(split.x))
-            self.y = tf.constant(split.y)
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One streamed batch: (x in the model's layout, y)."""
-        return to_keras_layout(self.split.x[index]), self.split.y[index]
-
-    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
-                                 stateful=False)
-        x.set_shape([None, *KERAS_INPUT_SHAPE])
-        y.set_shape([None, *self.y.shape[1:]])
-        return x, y
-
-    def dataset(self, order: np.ndarray, first_batch: int, batches: int,
-                augment_for: tuple[int, int] | None = None) -> tf.data.Dataset:
-        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation;
-        augmented for `augment_for` = (rank, epoch) of a training pass."""
-        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
-
-        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
-            if self.streamed:
-                x, y = self.streamed_batch(index)
-            else:
-                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
-            if augment_for is not None:
-                rank, epoch = augment_for
-                x = augment(x, rank, epoch * 1_000_000 + number)
-            return x, y
-
-        numbers = tf.data.Dataset.range(first_batch, batches)
-        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
-        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
-
-
-# --------------------------------------------------------------------------- augmentation (train split only)
-# Stateless random ops seeded by (SEED, rank, batch number): the same batch is augmented the same
-# way after a resume, and no random state needs saving.
-
-
-def random_crop(x: tf.Tensor, padding: int, seed: tf.Tensor) -> tf.Tensor:
-    """Pad each image (N, H, W, C) by `padding` zeros and crop it back to its size at a random offset."""
-    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
-    padded = tf.pad(x, [[0, 0], [padding, padding], [padding, padding], [0, 0]])
-    offsets = tf.random.stateless_uniform([n, 2], seed, maxval=2 * padding + 1, dtype=tf.int32)
-    rows = offsets[:, :1] + tf.range(h)[None, :]
-    cols = offsets[:, 1:] + tf.range(w)[None, :]
-    padded = tf.gather(padded, rows, axis=1, batch_dims=1)
-    return tf.gather(padded, cols, axis=2, batch_dims=1)
-
-
-def horizontal_flip(x: tf.Tensor, p: float, seed: tf.Tensor) -> tf.Tensor:
-    """Mirror each image left-right with probability p."""
-    flip = tf.random.stateless_uniform([tf.shape(x)[0], 1, 1, 1], seed) < p
-    return tf.where(flip, tf.reverse(x, axis=[2]), x)
-
-
-def augment(x: tf.Tensor, rank: int, batch_number: tf.Tensor) -> tf.Tensor:
-    """The data layer's augmentation, in order, on one batch."""
-    seeds = tf.random.experimental.stateless_split(tf.stack([SEED * 1000 + rank, batch_number]),
-                                                   2)
-    x = random_crop(x, padding=4, seed=seeds[0])
-    x = horizontal_flip(x, p=0.5, seed=seeds[1])
-    return x
 
 
 # --------------------------------------------------------------------------- loss and metrics
@@ -373,13 +175,15 @@ def process_sum(strategy: tf.distribute.Strategy, local_replicas: int):
 
 
 class Trainer:
-    """Keras's part of the run (Run, below, drives it): optimizer steps run by the distribution
+    """Keras's part of the run (runtime.Run drives it): optimizer steps run by the distribution
     strategy, several to a tf.function call, evaluation, checkpoints and the saved model.
 
     One training loop serves one and many processes (Keras's fit does not work under
     MultiWorkerMirroredStrategy). Gradients are summed over the replicas before clipping, so
     clipping and weight decay mean what they mean in torch.
     """
+
+    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
 
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  sources: dict[str, Batches], processes: Processes, plan: Plan, bf16: bool, xla: bool) -> None:
@@ -411,7 +215,7 @@ class Trainer:
 
     def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
         """Start reading the epoch's batches at `first_batch`; this process's samples of the whole epoch."""
-        order = epoch_order(epoch, len(self.sources["train"]), self.processes)
+        order = np.concatenate(epoch_batches(epoch, len(self.sources["train"]), self.processes))
 
         def pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return self.sources["train"].dataset(order, first_batch * self.local_replicas,
@@ -453,16 +257,16 @@ class Trainer:
         self.run_steps(self.iterator, tf.constant(steps), stop)
         return steps
 
-    def totals(self) -> list[float]:
-        """[loss·n, two metric sums, n] of the training batches so far, over all replicas (a host synchronisation)."""
+    def totals(self) -> Totals:
+        """The training batches so far, over all replicas (a host synchronisation)."""
         current = self.sums.numpy().tolist()
         self.stop_agreed = current[4] > 0  # some process was asked to stop: all stop at the next check
         now, (then, samples) = time.perf_counter(), self.paced
         if self.processes.world == 1 and current[3] > samples:  # (several processes keep one step per call)
             rate = (current[3] - samples) / BATCH_SIZE / max(now - then, 1e-9)  # batches per second
-            self.steps_per_call = max(1, min(LOG_EVERY, int(CALL_SECONDS * rate)))
+            self.steps_per_call = max(1, int(CALL_SECONDS * rate))  # Run caps it at the next record or checkpoint
         self.paced = (now, current[3])
-        return current[:4]
+        return Totals.of(current)
 
     def stop_signal(self) -> int | None:
         """The signal to stop for, once every process knows about it."""
@@ -490,7 +294,7 @@ class Trainer:
             sums += self.eval_step(x, y)
         if self.processes.world > 1:
             sums = self.process_sum(sums)
-        return summarise(sums.numpy().tolist())
+        return Totals.of(sums.numpy().tolist()).metrics()
 
     def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
         """Rank 0 writes <stem>.npz (every process holds the same variables): every model variable
@@ -544,179 +348,168 @@ class Trainer:
         return {"device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
                 "tensorflow_version": tf.__version__, "keras_version": keras.__version__, "replicas": self.replicas,
                 "precision": "bf16" if self.bf16 else "fp32", "xla": self.xla}
-# --------------------------------------------------------------------------- the training loop
 
 
-class Run:
-    """The epochs of one run, driving the Trainer: the "start", "train", "epoch", "checkpoint", "test"
-    and "end" records, checkpoints, the stop signal and the final evaluation."""
+# --------------------------------------------------------------------------- processes and devices
 
-    def __init__(self, trainer: Trainer, report: Report, out: Path, plan: Plan) -> None:
-        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
-        self.progress = Progress()
-        self.val_metrics: dict[str, float] = {}
-        self.val_step = -1  # the step val_metrics were measured at
-        self.logged = ([0.0] * 4, 0.0)  # the training totals and the time of the latest "train" record
 
-    def start(self, resume: bool) -> None:
-        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
-        state, path = newest_checkpoint(self.out / "checkpoints", CHECKPOINT_FILES, self.trainer.read_checkpoint,
-                                        UNREADABLE) if resume else (None, None)
-        if state is not None:
-            self.progress = Progress(**state["progress"])
-            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
-        self.trainer.start(state)
-        plan, world, settings = self.plan, self.trainer.processes.world, self.trainer.settings()
-        self.report.write("start", self.progress.step, self.progress.epoch, framework=FRAMEWORK, world_size=world,
-                          resumed_from_step=self.progress.step, epochs=plan.epochs,
-                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
-                          train_samples=len(self.trainer.sources["train"]), **settings)
-        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
-        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
-                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
-
-    def train(self) -> int | None:
-        """Train to the end of the last epoch or --max-steps; an exit code when the run ends sooner."""
-        progress, plan, trainer = self.progress, self.plan, self.trainer
-        self.logged = (trainer.totals(), time.perf_counter())
-        while progress.epoch < plan.epochs and progress.step < plan.last_step:
-            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
-            while progress.batch < plan.steps_per_epoch:
-                steps = trainer.train(self.steps_to_next_event())
-                progress.step += steps
-                progress.batch += steps
-                if progress.step % LOG_EVERY == 0 and not self.log_training():
-                    return 1
-                signum = trainer.stop_signal()
-                if signum is not None:
-                    return self.stop(signum)
-                if progress.batch < plan.steps_per_epoch:
-                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
-                        self.checkpoint()
-                    if progress.step >= plan.last_step:
-                        return None  # --max-steps within an epoch: no end-of-epoch records
-            self.end_epoch(epoch, started, epoch_totals)
-        return None
-
-    def steps_to_next_event(self) -> int:
-        """Optimizer steps up to the next "train" record, checkpoint, epoch end or --max-steps."""
-        step = self.progress.step
-        limits = [self.plan.steps_per_epoch - self.progress.batch, LOG_EVERY - step % LOG_EVERY,
-                  self.plan.last_step - step]
-        if CHECKPOINT_EVERY:
-            limits.append(CHECKPOINT_EVERY - step % CHECKPOINT_EVERY)
-        return max(1, min(limits))
-
-    def log_training(self) -> bool:
-        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
-        totals, now = self.trainer.totals(), time.perf_counter()
-        interval = [a - b for a, b in zip(totals, self.logged[0])]
-        seconds = max(now - self.logged[1], 1e-9)
-        self.logged = (totals, now)
-        values = summarise(interval)
-        step, epoch = self.progress.step, self.progress.epoch
-        if not math.isfinite(values["loss"]):
-            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                  "or add gradient clipping", file=sys.stderr)
-            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
-            return False
-        rate = interval[3] / seconds
-        lr = self.trainer.learning_rate()
-        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-        return True
-
-    def end_epoch(self, epoch: int, started: float, epoch_totals: list[float]) -> None:
-        """The epoch's records and its checkpoint."""
-        elapsed = time.perf_counter() - started
-        totals = [a - b for a, b in zip(self.trainer.totals(), epoch_totals)]
-        step, lr = self.progress.step, self.trainer.learning_rate()
-        train_metrics = summarise(totals)
-        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
-                          samples_per_s=round(totals[3] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        if "val" in self.trainer.sources:
-            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
-            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
-                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
-        self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if CHECKPOINT_EACH_EPOCH:
-            self.checkpoint()
-
-    def checkpoint(self) -> None:
-        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
-        folder = self.out / "checkpoints"
-        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress)}
-        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
-        if path is not None:
-            prune_checkpoints(folder, CHECKPOINT_FILES, CHECKPOINTS_KEPT)
-            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
-
-    def stop(self, signum: int) -> int:
-        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
-        self.checkpoint()
-        name = signal.Signals(signum).name
-        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
-        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
-        return EXIT_STOPPED
-
-    def calibrate(self, steps: int) -> int:
-        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
-        trainer, plan = self.trainer, self.plan
-        trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
-        trainer.start_epoch(epoch, batch)
-        while step < CALIBRATION_WARMUP + steps:
-            if step in (0, CALIBRATION_WARMUP) and step not in marks:
-                marks[step] = (trainer.totals()[3], time.perf_counter())  # totals() waits for the device
-            if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-                trainer.start_epoch(epoch, batch)
-            goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
-            taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
-            step, batch = step + taken, batch + taken
-        samples, now = trainer.totals()[3], time.perf_counter()
-        counted, started = marks[CALIBRATION_WARMUP]
-        seconds = max(now - started, 1e-9)
-        result = {"framework": FRAMEWORK, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
-                  "seconds": round(seconds, 6), "step_s": seconds / steps,
-                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
-                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
-                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
-                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
-        if trainer.processes.rank == 0:
-            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
-                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
+def gpus_from_environment() -> int:
+    """GPUs Slurm gave this node's tasks (read before TensorFlow touches a GPU); none for a CPU-only
+    TensorFlow build, whatever Slurm allotted."""
+    if not tf.test.is_built_with_cuda():
         return 0
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return len([d for d in visible.split(",") if d.strip()]) if visible else 0
 
-    def finish(self) -> int:
-        """The final evaluation, the saved model, result.json and the "end" record."""
-        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
-        result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
-                                     "world_size": self.trainer.processes.world}
-        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
-        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
-        if "val" in sources:
-            if self.val_step != step:
-                self.val_metrics = self.trainer.evaluate("val")
-            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
-        if "test" in sources:
-            test_metrics = self.trainer.evaluate("test")
-            self.report.write("test", step, epoch, split="test", **test_metrics)
-            result.update({f"test_{k}": v for k, v in test_metrics.items()})
-            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-        if self.trainer.processes.rank == 0:
-            result["files"] = self.trainer.save_model(self.out / "model")
-            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
-            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
-        return 0
+
+def slurm_workers(tasks: int) -> list[str]:
+    """One address per Slurm task, in task order: its node's address and a port of its own, the port
+    base + 1 + the task's rank in the whole job. Ports never come from a task's index on its node, so
+    tasks that share a host (several nodes on one machine, or co-located tasks) cannot collide.
+    FlowTrain's job script exports the nodes' addresses (FLOWTRAIN_NODE_ADDRS) and MASTER_PORT; under
+    a job script of one's own, Slurm's node names and a port base from the job id serve."""
+    env = os.environ
+    if env.get("FLOWTRAIN_NODE_ADDRS"):
+        addresses = env["FLOWTRAIN_NODE_ADDRS"].split(",")
+    else:
+        from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+            expand_hostlist,
+        )
+
+        addresses = expand_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+    per_node = max(1, tasks // len(addresses))  # srun --ntasks-per-node: block distribution
+    port = int(env.get("MASTER_PORT") or 15000 + int(env.get("SLURM_JOB_ID", "0")) % 20000) + 1
+    return [f"{addresses[min(rank // per_node, len(addresses) - 1)]}:{port + rank}" for rank in range(tasks)]
+
+
+def make_strategy() -> tuple[tf.distribute.Strategy, Processes]:
+    """MultiWorkerMirroredStrategy under TF_CONFIG or a multi-task Slurm step, else the default
+    (single-process) strategy; and this process's place among the workers."""
+    env = os.environ
+    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
+    if "TF_CONFIG" not in env and tasks <= 1:
+        return tf.distribute.get_strategy(), Processes()
+    gpus = gpus_from_environment()
+    implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus else
+                      tf.distribute.experimental.CommunicationImplementation.RING)
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    if "TF_CONFIG" in env:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    else:
+        accelerators = 0
+        if gpus:
+            # Slurm's resolver gives each task its share of the node's GPUs (CUDA_VISIBLE_DEVICES).
+            slurm = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=gpus)
+            accelerators = slurm.num_accelerators().get("GPU", 0)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({"worker": slurm_workers(tasks)}), task_type="worker",
+            task_id=int(env["SLURM_PROCID"]), num_accelerators={"GPU": accelerators}, rpc_layer="grpc")
+    if not gpus:
+        # the processes on one node share its cores ("2(x3),1" = 2 tasks on each of 3 nodes, then 1)
+        per_node = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or "1")
+        local = max(1, int(per_node.group()) if per_node else 1)
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // local))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+    spec = resolver.cluster_spec().as_dict()
+    return strategy, Processes(int(resolver.task_id or 0), len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
+def bf16_capable() -> bool:
+    """A GPU with native bfloat16 (compute capability 8.0 or newer)."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
+        if tuple(capability) >= (8, 0):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- data
+
+
+class Batches:
+    """A split held in memory as tensors; tf.data slices the batches of each pass in the background
+    (gather, augmentation, prefetch) while the model trains. A streamed split stays on
+    disk: a numpy function reads, decodes and preprocesses each batch, NUM_WORKERS batches at a time."""
+
+    def __init__(self, split: Split) -> None:
+        self.streamed = not isinstance(split.x, np.ndarray)
+        if self.streamed:
+            self.split = split
+            self.y = split.y
+            return
+        with tf.device("/cpu:0"):  # the input pipeline runs on the CPU; batches are prefetched to the device
+            self.x = tf.constant(to_keras_layout(split.x))
+            self.y = tf.constant(split.y)
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def read(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One streamed batch: (x in the model's layout, y)."""
+        return to_keras_layout(self.split.x[index]), self.split.y[index]
+
+    def streamed_batch(self, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x, y = tf.numpy_function(self.read, [index], (tf.as_dtype(INPUT_DTYPE), tf.as_dtype(self.y.dtype)),
+                                 stateful=False)
+        x.set_shape([None, *KERAS_INPUT_SHAPE])
+        y.set_shape([None, *self.y.shape[1:]])
+        return x, y
+
+    def dataset(self, order: np.ndarray, first_batch: int, batches: int,
+                augment_for: tuple[int, int] | None = None) -> tf.data.Dataset:
+        """Batches `first_batch` … `batches` - 1 of `order` (sample indices), each gathered with one operation;
+        augmented for `augment_for` = (rank, epoch) of a training pass."""
+        order = tf.constant(order[:batches * BATCH_SIZE], dtype=tf.int64)
+
+        def gather(number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            index = order[number * BATCH_SIZE:(number + 1) * BATCH_SIZE]
+            if self.streamed:
+                x, y = self.streamed_batch(index)
+            else:
+                x, y = tf.gather(self.x, index), tf.gather(self.y, index)
+            if augment_for is not None:
+                rank, epoch = augment_for
+                x = augment(x, rank, epoch * 1_000_000 + number)
+            return x, y
+
+        numbers = tf.data.Dataset.range(first_batch, batches)
+        parallel = max(1, NUM_WORKERS) if self.streamed else tf.data.AUTOTUNE
+        return numbers.map(gather, num_parallel_calls=parallel, deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+
+# --------------------------------------------------------------------------- augmentation (train split only)
+# Stateless random ops seeded by (SEED, rank, batch number): the same batch is augmented the same
+# way after a resume, and no random state needs saving.
+
+
+def random_crop(x: tf.Tensor, padding: int, seed: tf.Tensor) -> tf.Tensor:
+    """Pad each image (N, H, W, C) by `padding` zeros and crop it back to its size at a random offset."""
+    n, h, w = tf.shape(x)[0], x.shape[1], x.shape[2]
+    padded = tf.pad(x, [[0, 0], [padding, padding], [padding, padding], [0, 0]])
+    offsets = tf.random.stateless_uniform([n, 2], seed, maxval=2 * padding + 1, dtype=tf.int32)
+    rows = offsets[:, :1] + tf.range(h)[None, :]
+    cols = offsets[:, 1:] + tf.range(w)[None, :]
+    padded = tf.gather(padded, rows, axis=1, batch_dims=1)
+    return tf.gather(padded, cols, axis=2, batch_dims=1)
+
+
+def horizontal_flip(x: tf.Tensor, p: float, seed: tf.Tensor) -> tf.Tensor:
+    """Mirror each image left-right with probability p."""
+    flip = tf.random.stateless_uniform([tf.shape(x)[0], 1, 1, 1], seed) < p
+    return tf.where(flip, tf.reverse(x, axis=[2]), x)
+
+
+def augment(x: tf.Tensor, rank: int, batch_number: tf.Tensor) -> tf.Tensor:
+    """The data layer's augmentation, in order, on one batch."""
+    seeds = tf.random.experimental.stateless_split(tf.stack([SEED * 1000 + rank, batch_number]),
+                                                   2)
+    x = random_crop(x, padding=4, seed=seeds[0])
+    x = horizontal_flip(x, p=0.5, seed=seeds[1])
+    return x
 
 
 # --------------------------------------------------------------------------- main
@@ -734,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = {name: Batches(split) for name, split in splits.items()}
     replicas = strategy.num_replicas_in_sync
     local_replicas = max(1, replicas // processes.world)  # BATCH_SIZE is per replica, as in torch's program
-    steps_per_epoch = batch_count(len(epoch_order(0, len(sources["train"]), processes))) // local_replicas
+    steps_per_epoch = len(epoch_batches(0, len(sources["train"]), processes)) // local_replicas
     if steps_per_epoch < 1:
         print(f"error: {len(sources['train'])} training samples make no batch of {BATCH_SIZE} for each of "
               f"{replicas} replicas; use more data or a smaller batch_size", file=sys.stderr)
@@ -762,15 +555,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (Exception, KeyboardInterrupt) as exc:
-        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
-        if bad_data is None:
-            LastError.record(exc)
-            raise
-        # one line that names the file and the fix, as the run's reason too; the loader's traceback
-        # would only bury it
-        LastError.record(bad_data)
-        print(f"error: {bad_data}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+    run_program(main)

@@ -21,10 +21,8 @@ import math
 import os
 import signal
 import sys
-import time
 import zipfile
 from contextlib import nullcontext
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -34,48 +32,33 @@ from paddle.base.libpaddle import GeneratorState
 from paddle.nn import functional as F
 
 from data import (
-    BATCH_SIZE,
     NUM_WORKERS,
     SEED,
-    SHUFFLE,
     DataError,
     Split,
-    data_error,
     describe,
     load_splits,
 )
 from model import INPUT_SHAPE, build_model
 from runtime import (
-    CALIBRATION_WARMUP,
-    EXIT_BAD_INPUT,
-    EXIT_STOPPED,
-    SPEC_HASH,
-    STARTED,
-    LastError,
     Plan,
     Processes,
-    Progress,
     Report,
+    Run,
     StopFlag,
+    Totals,
     choose,
-    newest_checkpoint,
+    epoch_batches,
+    eval_batches,
     parse_args,
-    prune_checkpoints,
-    record_share,
-    record_weights,
-    summarise,
+    run_program,
     write_atomically,
 )
 
 FRAMEWORK = 'paddle'
 EPOCHS = 12
-SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LR = 0.001
 MIN_LR = 0.0
-LOG_EVERY = 50  # optimizer steps between "train" records
-CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
-CHECKPOINT_EACH_EPOCH = True
-CHECKPOINTS_KEPT = 2
 PRECISION = 'auto'  # "auto": paddle.amp (bf16, else fp16) on a GPU, fp32 on a CPU
 # Speed switches ("auto" turns each on where it helps): "compile" runs the forward pass and the
 # loss as a static graph (paddle.jit.to_static) in single-process runs long enough to earn back
@@ -87,147 +70,6 @@ PERFORMANCE = {'compile': 'auto', 'device_data': 'auto'}
 COMPILE_MIN_STEPS = 30
 CHECKPOINT_FILES = (".npz",)  # arrays and JSON only: loading a checkpoint never unpickles
 UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile)  # a damaged checkpoint
-
-
-# --------------------------------------------------------------------------- processes and devices
-
-
-def setup_distributed() -> Processes:
-    """This process's place from paddle.distributed.launch's variables (PADDLE_*)."""
-    world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
-    if world > 1:
-        if not paddle.device.is_compiled_with_cuda() and os.environ.get("PADDLE_DISTRI_BACKEND", "auto") == "auto":
-            # a CPU build: "auto" creates no process group when the launcher saw GPUs on the node
-            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-        dist.init_parallel_env()
-        return Processes(dist.get_rank(), dist.get_world_size(), int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
-    return Processes()
-
-
-def cpu_threads(processes: Processes) -> int:
-    """CPU threads for this process: the job's CPUs (Slurm's allocation, else this machine's) shared
-    by the processes on this node."""
-    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-        return int(os.environ["SLURM_CPUS_PER_TASK"])
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cpus // int(os.environ.get("PADDLE_LOCAL_SIZE", processes.world)))
-
-
-def setup_device(processes: Processes) -> bool:
-    """Train on the GPU of this process's local rank if there is one, else on the CPU; True for a GPU."""
-    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    paddle.set_device(f"gpu:{processes.local_rank}" if gpu else "cpu")
-    if not gpu and "FLAGS_paddle_num_threads" not in os.environ:
-        paddle.set_flags({"FLAGS_paddle_num_threads": cpu_threads(processes)})  # paddle uses one thread otherwise
-    return gpu
-
-
-def amp_dtype(gpu: bool) -> str | None:
-    """The paddle.amp dtype ("bfloat16", else "float16") on a GPU unless PRECISION is "fp32"; None: fp32."""
-    if gpu and PRECISION != "fp32":
-        return "bfloat16" if paddle.amp.is_bfloat16_supported() else "float16"
-    if PRECISION == "bf16":
-        print("warning: bf16 needs a GPU here (paddle.amp is a no-op on a CPU); training in fp32", file=sys.stderr)
-    return None
-
-
-# --------------------------------------------------------------------------- data
-
-
-class DeviceBatches:
-    """A split held on the training device; batches are gathered there, with no host round trip."""
-
-    def __init__(self, split: Split) -> None:
-        self.x = paddle.to_tensor(split.x)
-        self.y = paddle.to_tensor(split.y)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def iterate(self, batches: list[np.ndarray]):
-        for index in batches:
-            index = paddle.to_tensor(index)
-            yield paddle.index_select(self.x, index), paddle.index_select(self.y, index)
-
-
-class BatchDataset(paddle.io.Dataset):
-    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample;
-    a streamed split's x decodes and preprocesses just that batch, in the worker)."""
-
-    def __init__(self, split: Split) -> None:
-        self.x, self.y = split.x, split.y
-        self.batches: list[np.ndarray] = []
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, i: int) -> tuple[np.ndarray, ...]:
-        index = self.batches[i]
-        try:
-            return self.x[index], self.y[index]
-        except DataError as exc:
-            # raised in a worker, paddle's loader prints the worker's traceback and ends the pass with
-            # "Blocking queue is killed", without the message: it travels as the batch instead
-            return (np.frombuffer(str(exc).encode(), np.uint8),)
-
-
-class LoaderBatches:
-    """A split kept in host memory: paddle.io.DataLoader workers gather each batch and the copy to
-    the device overlaps with compute. For datasets too large for the device."""
-
-    def __init__(self, split: Split, workers: int) -> None:
-        self.dataset = BatchDataset(split)
-        self.workers = workers
-
-    def __len__(self) -> int:
-        return len(self.dataset.y)
-
-    def iterate(self, batches: list[np.ndarray]):
-        self.dataset.batches = batches  # workers start per pass, so they see this pass's batches
-        loader = paddle.io.DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
-                                      use_shared_memory=self.workers > 0)
-        for batch in loader:
-            if len(batch) == 1:  # a DataError's message (BatchDataset)
-                raise DataError(batch[0].numpy().tobytes().decode())
-            yield batch
-
-
-def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
-    """Every split on the training device when it fits (always on a CPU), else in host memory;
-    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
-    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
-        return {name: LoaderBatches(split, NUM_WORKERS) for name, split in splits.items()}
-    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
-    fits = not gpu or data_bytes < paddle.device.cuda.get_device_properties(local_rank).total_memory // 4
-    if choose(PERFORMANCE["device_data"], fits):
-        return {name: DeviceBatches(split) for name, split in splits.items()}
-    return {name: LoaderBatches(split, NUM_WORKERS if name == "train" else 0) for name, split in splits.items()}
-
-
-def epoch_batches(epoch: int, n: int, processes: Processes) -> list[np.ndarray]:
-    """This rank's batches of sample indices for one epoch.
-
-    The order is a function of (SEED, epoch) only, so a resumed run sees the same batches as an
-    uninterrupted one; every rank gets an equal share, so all ranks take the same number of steps.
-    """
-    total = SAMPLES_PER_EPOCH or n
-    if SHUFFLE:
-        rng = np.random.default_rng(SEED * 100_003 + epoch)
-        order = np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
-    else:
-        order = np.arange(total) % n
-    per_rank = total // processes.world
-    mine = order[processes.rank::processes.world][:per_rank]
-    batches = [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
-    if len(batches) > 1 and len(batches[-1]) == 1:
-        batches.pop()  # a one-sample batch has no batch statistics (BatchNorm)
-    return batches
-
-
-def eval_batches(n: int, processes: Processes) -> list[np.ndarray]:
-    """Every sample once, spread over the ranks (their sums are added up afterwards)."""
-    mine = np.arange(processes.rank, n, processes.world)
-    return [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
 
 
 # --------------------------------------------------------------------------- loss and metrics
@@ -376,8 +218,10 @@ def make_train_forward(net: paddle.nn.Layer, amp: str | None, compiled: bool):
 
 
 class Trainer:
-    """PaddlePaddle's part of the run (Run, below, drives it): optimizer steps on this rank's batches,
+    """PaddlePaddle's part of the run (runtime.Run drives it): optimizer steps on this rank's batches,
     evaluation, checkpoints and the saved model."""
+
+    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
 
     def __init__(self, model: paddle.nn.Layer, optimizer: paddle.optimizer.Optimizer,
                  scheduler: paddle.optimizer.lr.LambdaDecay,
@@ -418,9 +262,12 @@ class Trainer:
         self.batches = self.sources["train"].iterate(batches[first_batch:])
         return np.concatenate(batches)
 
-    def train_step(self) -> None:
-        """One optimizer step on the epoch's next batch."""
-        x, y = next(self.batches)
+    def train(self, steps: int) -> int:
+        """One optimizer step on the epoch's next batch (Run checks for a stop signal after each)."""
+        self.train_step(*next(self.batches))
+        return 1
+
+    def train_step(self, x: paddle.Tensor, y: paddle.Tensor) -> None:
         loss, output = self.forward(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -433,17 +280,17 @@ class Trainer:
         self.scheduler.step()
         self.tally.add(loss, output, y)
 
-    def totals(self) -> list[float]:
-        """[loss·n, two metric sums, n] of the training batches so far, over all ranks (a host
-        synchronisation); with several ranks their stop flags are added up in the same collective."""
+    def totals(self) -> Totals:
+        """The training batches so far, over all ranks (a host synchronisation); with several ranks
+        their stop flags are added up in the same collective."""
         totals = self.tally.read()
         if self.processes.world == 1:
-            return totals
+            return Totals.of(totals)
         combined = paddle.to_tensor(totals + [0.0 if StopFlag.signum is None else 1.0], dtype="float64")
         dist.all_reduce(combined)
         *totals, flags = combined.tolist()
         self.stop_agreed = flags > 0
-        return totals
+        return Totals.of(totals)
 
     def stop_signal(self) -> int | None:
         """The signal to stop for, once every rank knows about it."""
@@ -474,7 +321,7 @@ class Trainer:
             dist.all_reduce(combined)
             totals = combined.tolist()
         self.model.train()
-        return summarise(totals)
+        return Totals.of(totals).metrics()
 
     def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
         """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.npz: the model's and
@@ -537,170 +384,122 @@ class Trainer:
     def close(self) -> None:
         if self.processes.world > 1:
             dist.barrier()
-# --------------------------------------------------------------------------- the training loop
 
 
-class Run:
-    """The epochs of one run, driving the Trainer: the "start", "train", "epoch", "checkpoint", "test"
-    and "end" records, checkpoints, the stop signal and the final evaluation."""
+# --------------------------------------------------------------------------- processes and devices
 
-    def __init__(self, trainer: Trainer, report: Report, out: Path, plan: Plan) -> None:
-        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
-        self.progress = Progress()
-        self.val_metrics: dict[str, float] = {}
-        self.val_step = -1  # the step val_metrics were measured at
-        self.logged = ([0.0] * 4, 0.0)  # the training totals and the time of the latest "train" record
 
-    def start(self, resume: bool) -> None:
-        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
-        state, path = newest_checkpoint(self.out / "checkpoints", CHECKPOINT_FILES, self.trainer.read_checkpoint,
-                                        UNREADABLE) if resume else (None, None)
-        if state is not None:
-            self.progress = Progress(**state["progress"])
-            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
-        self.trainer.start(state)
-        plan, world, settings = self.plan, self.trainer.processes.world, self.trainer.settings()
-        self.report.write("start", self.progress.step, self.progress.epoch, framework=FRAMEWORK, world_size=world,
-                          resumed_from_step=self.progress.step, epochs=plan.epochs,
-                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
-                          train_samples=len(self.trainer.sources["train"]), **settings)
-        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
-        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
-                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
+def setup_distributed() -> Processes:
+    """This process's place from paddle.distributed.launch's variables (PADDLE_*)."""
+    world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+    if world > 1:
+        if not paddle.device.is_compiled_with_cuda() and os.environ.get("PADDLE_DISTRI_BACKEND", "auto") == "auto":
+            # a CPU build: "auto" creates no process group when the launcher saw GPUs on the node
+            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
+        dist.init_parallel_env()
+        return Processes(dist.get_rank(), dist.get_world_size(), int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
+    return Processes()
 
-    def train(self) -> int | None:
-        """Train to the end of the last epoch or --max-steps; an exit code when the run ends sooner."""
-        progress, plan, trainer = self.progress, self.plan, self.trainer
-        self.logged = (trainer.totals(), time.perf_counter())
-        while progress.epoch < plan.epochs and progress.step < plan.last_step:
-            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
-            while progress.batch < plan.steps_per_epoch:
-                trainer.train_step()
-                progress.step += 1
-                progress.batch += 1
-                if progress.step % LOG_EVERY == 0 and not self.log_training():
-                    return 1
-                signum = trainer.stop_signal()
-                if signum is not None:
-                    return self.stop(signum)
-                if progress.batch < plan.steps_per_epoch:
-                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
-                        self.checkpoint()
-                    if progress.step >= plan.last_step:
-                        return None  # --max-steps within an epoch: no end-of-epoch records
-            self.end_epoch(epoch, started, epoch_totals)
-        return None
 
-    def log_training(self) -> bool:
-        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
-        totals, now = self.trainer.totals(), time.perf_counter()
-        interval = [a - b for a, b in zip(totals, self.logged[0])]
-        seconds = max(now - self.logged[1], 1e-9)
-        self.logged = (totals, now)
-        values = summarise(interval)
-        step, epoch = self.progress.step, self.progress.epoch
-        if not math.isfinite(values["loss"]):
-            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                  "or add gradient clipping", file=sys.stderr)
-            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
-            return False
-        rate = interval[3] / seconds
-        lr = self.trainer.learning_rate()
-        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-        return True
+def cpu_threads(processes: Processes) -> int:
+    """CPU threads for this process: the job's CPUs (Slurm's allocation, else this machine's) shared
+    by the processes on this node."""
+    if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        return int(os.environ["SLURM_CPUS_PER_TASK"])
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // int(os.environ.get("PADDLE_LOCAL_SIZE", processes.world)))
 
-    def end_epoch(self, epoch: int, started: float, epoch_totals: list[float]) -> None:
-        """The epoch's records and its checkpoint."""
-        elapsed = time.perf_counter() - started
-        totals = [a - b for a, b in zip(self.trainer.totals(), epoch_totals)]
-        step, lr = self.progress.step, self.trainer.learning_rate()
-        train_metrics = summarise(totals)
-        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
-                          samples_per_s=round(totals[3] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        if "val" in self.trainer.sources:
-            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
-            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
-                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
-        self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if CHECKPOINT_EACH_EPOCH:
-            self.checkpoint()
 
-    def checkpoint(self) -> None:
-        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
-        folder = self.out / "checkpoints"
-        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress)}
-        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
-        if path is not None:
-            prune_checkpoints(folder, CHECKPOINT_FILES, CHECKPOINTS_KEPT)
-            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
+def setup_device(processes: Processes) -> bool:
+    """Train on the GPU of this process's local rank if there is one, else on the CPU; True for a GPU."""
+    gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    paddle.set_device(f"gpu:{processes.local_rank}" if gpu else "cpu")
+    if not gpu and "FLAGS_paddle_num_threads" not in os.environ:
+        paddle.set_flags({"FLAGS_paddle_num_threads": cpu_threads(processes)})  # paddle uses one thread otherwise
+    return gpu
 
-    def stop(self, signum: int) -> int:
-        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
-        self.checkpoint()
-        name = signal.Signals(signum).name
-        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
-        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
-        return EXIT_STOPPED
 
-    def calibrate(self, steps: int) -> int:
-        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
-        trainer, plan = self.trainer, self.plan
-        trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
-        trainer.start_epoch(epoch, batch)
-        while step < CALIBRATION_WARMUP + steps:
-            if step in (0, CALIBRATION_WARMUP) and step not in marks:
-                marks[step] = (trainer.totals()[3], time.perf_counter())  # totals() waits for the device
-            if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-                trainer.start_epoch(epoch, batch)
-            trainer.train_step()
-            taken = 1
-            step, batch = step + taken, batch + taken
-        samples, now = trainer.totals()[3], time.perf_counter()
-        counted, started = marks[CALIBRATION_WARMUP]
-        seconds = max(now - started, 1e-9)
-        result = {"framework": FRAMEWORK, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
-                  "seconds": round(seconds, 6), "step_s": seconds / steps,
-                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
-                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
-                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
-                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
-        if trainer.processes.rank == 0:
-            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
-                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
-        return 0
+def amp_dtype(gpu: bool) -> str | None:
+    """The paddle.amp dtype ("bfloat16", else "float16") on a GPU unless PRECISION is "fp32"; None: fp32."""
+    if gpu and PRECISION != "fp32":
+        return "bfloat16" if paddle.amp.is_bfloat16_supported() else "float16"
+    if PRECISION == "bf16":
+        print("warning: bf16 needs a GPU here (paddle.amp is a no-op on a CPU); training in fp32", file=sys.stderr)
+    return None
 
-    def finish(self) -> int:
-        """The final evaluation, the saved model, result.json and the "end" record."""
-        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
-        result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
-                                     "world_size": self.trainer.processes.world}
-        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
-        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
-        if "val" in sources:
-            if self.val_step != step:
-                self.val_metrics = self.trainer.evaluate("val")
-            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
-        if "test" in sources:
-            test_metrics = self.trainer.evaluate("test")
-            self.report.write("test", step, epoch, split="test", **test_metrics)
-            result.update({f"test_{k}": v for k, v in test_metrics.items()})
-            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-        if self.trainer.processes.rank == 0:
-            result["files"] = self.trainer.save_model(self.out / "model")
-            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
-            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
-        return 0
+
+# --------------------------------------------------------------------------- data
+
+
+class DeviceBatches:
+    """A split held on the training device; batches are gathered there, with no host round trip."""
+
+    def __init__(self, split: Split) -> None:
+        self.x = paddle.to_tensor(split.x)
+        self.y = paddle.to_tensor(split.y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def iterate(self, batches: list[np.ndarray]):
+        for index in batches:
+            index = paddle.to_tensor(index)
+            yield paddle.index_select(self.x, index), paddle.index_select(self.y, index)
+
+
+class BatchDataset(paddle.io.Dataset):
+    """Item i is the whole batch i of the current pass (one numpy gather instead of one per sample;
+    a streamed split's x decodes and preprocesses just that batch, in the worker)."""
+
+    def __init__(self, split: Split) -> None:
+        self.x, self.y = split.x, split.y
+        self.batches: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, ...]:
+        index = self.batches[i]
+        try:
+            return self.x[index], self.y[index]
+        except DataError as exc:
+            # raised in a worker, paddle's loader prints the worker's traceback and ends the pass with
+            # "Blocking queue is killed", without the message: it travels as the batch instead
+            return (np.frombuffer(str(exc).encode(), np.uint8),)
+
+
+class LoaderBatches:
+    """A split kept in host memory: paddle.io.DataLoader workers gather each batch and the copy to
+    the device overlaps with compute. For datasets too large for the device."""
+
+    def __init__(self, split: Split, workers: int) -> None:
+        self.dataset = BatchDataset(split)
+        self.workers = workers
+
+    def __len__(self) -> int:
+        return len(self.dataset.y)
+
+    def iterate(self, batches: list[np.ndarray]):
+        self.dataset.batches = batches  # workers start per pass, so they see this pass's batches
+        loader = paddle.io.DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
+                                      use_shared_memory=self.workers > 0)
+        for batch in loader:
+            if len(batch) == 1:  # a DataError's message (BatchDataset)
+                raise DataError(batch[0].numpy().tobytes().decode())
+            yield batch
+
+
+def place_data(splits: dict[str, Split], gpu: bool, local_rank: int) -> dict[str, DeviceBatches | LoaderBatches]:
+    """Every split on the training device when it fits (always on a CPU), else in host memory;
+    streamed splits are read by the DataLoader's workers, batch by batch (every split)."""
+    if any(not isinstance(s.x, np.ndarray) for s in splits.values()):
+        return {name: LoaderBatches(split, NUM_WORKERS) for name, split in splits.items()}
+    data_bytes = sum(s.x.nbytes + s.y.nbytes for s in splits.values())
+    fits = not gpu or data_bytes < paddle.device.cuda.get_device_properties(local_rank).total_memory // 4
+    if choose(PERFORMANCE["device_data"], fits):
+        return {name: DeviceBatches(split) for name, split in splits.items()}
+    return {name: LoaderBatches(split, NUM_WORKERS if name == "train" else 0) for name, split in splits.items()}
+
 
 
 # --------------------------------------------------------------------------- main
@@ -739,15 +538,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (Exception, KeyboardInterrupt) as exc:
-        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
-        if bad_data is None:
-            LastError.record(exc)
-            raise
-        # one line that names the file and the fix, as the run's reason too; the loader's traceback
-        # would only bury it
-        LastError.record(bad_data)
-        print(f"error: {bad_data}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+    run_program(main)

@@ -16,13 +16,21 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
+from data import BATCH_SIZE, SEED, SHUFFLE, data_error
+
 PIPELINE = 'mlp'
 SPEC_HASH = 'd5a6877ab0f3deb6df2569d9d13a7e4caebb3a07e28e018c8c21901c4a95f134'
+SAMPLES_PER_EPOCH = None  # None: one pass over the training split
+LOG_EVERY = 50  # optimizer steps between "train" records
+CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
+CHECKPOINT_EACH_EPOCH = True
+CHECKPOINTS_KEPT = 2
+EARLY_STOPPING = {"monitor": 'val_accuracy', "patience": 3, "min_delta": 0.001}
 EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 3
 CALIBRATION_WARMUP = 3  # --calibrate: optimizer steps run before the clock starts (compilation, caches)
@@ -182,11 +190,60 @@ class EarlyStopping:
         self.best, self.bad_epochs = state["best"], int(state["bad_epochs"])
 
 
-def summarise(totals: list[float]) -> dict[str, float]:
-    """Metrics from summed [loss·n, two metric sums, n] of some batches."""
-    loss_sum, correct, _, count = totals
-    count = max(count, 1.0)
-    return {"loss": loss_sum / count, "accuracy": correct / count}
+@dataclass(frozen=True)
+class Totals:
+    """Sums over some batches, from which their metrics follow; a difference of two is the batches between."""
+
+    loss_sum: float = 0.0  # the loss times the samples
+    correct: float = 0.0  # correct predictions
+    samples: float = 0.0
+
+    @classmethod
+    def of(cls, sums: list[float]) -> Totals:
+        """From the framework's summed vector [loss·n, two metric sums, n] (kept on its device while training)."""
+        return cls(loss_sum=sums[0], correct=sums[1], samples=sums[3])
+
+    def __sub__(self, other: Totals) -> Totals:
+        return Totals(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
+    def metrics(self) -> dict[str, float]:
+        count = max(self.samples, 1.0)
+        return {"loss": self.loss_sum / count, "accuracy": self.correct / count}
+
+
+# --------------------------------------------------------------------------- the epoch order
+
+
+def epoch_order(epoch: int, n: int, processes: Processes) -> np.ndarray:
+    """This process's sample indices (into the `n` training samples) for one epoch, in training order.
+
+    One numpy generator keyed by (SEED, epoch), the same in every framework's program: one spec trains
+    on the same batches in the same order in torch, Keras and paddle, and a resumed run sees the same
+    batches as an uninterrupted one. Every process gets an equal share, so all take the same number
+    of steps.
+    """
+    total = SAMPLES_PER_EPOCH or n
+    if SHUFFLE:
+        rng = np.random.default_rng([SEED, epoch])
+        order = np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
+    else:
+        order = np.arange(total) % n
+    return order[processes.rank::processes.world][:total // processes.world]
+
+
+def epoch_batches(epoch: int, n: int, processes: Processes) -> list[np.ndarray]:
+    """This process's batches of sample indices for one epoch: `epoch_order` cut into BATCH_SIZE."""
+    mine = epoch_order(epoch, n, processes)
+    batches = [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
+    if len(batches) > 1 and len(batches[-1]) == 1:
+        batches.pop()  # a one-sample batch has no batch statistics (BatchNorm)
+    return batches
+
+
+def eval_batches(n: int, processes: Processes) -> list[np.ndarray]:
+    """Every sample once, spread over the processes (their sums are added up afterwards)."""
+    mine = np.arange(processes.rank, n, processes.world)
+    return [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
 
 
 # --------------------------------------------------------------------------- files
@@ -280,6 +337,214 @@ def parse_args(framework: str, epochs: int, argv: list[str] | None = None) -> ar
     return args
 
 
+def run_program(main) -> None:
+    """train.py as a program: exit with main()'s code; the error that ends it is recorded for the run
+    registry (LastError), and bad data ends it with one line and exit code 2."""
+    try:
+        sys.exit(main())
+    except (Exception, KeyboardInterrupt) as exc:
+        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
+        if bad_data is None:
+            LastError.record(exc)
+            raise
+        # one line that names the file and the fix, as the run's reason too; the loader's traceback
+        # would only bury it
+        LastError.record(bad_data)
+        print(f"error: {bad_data}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def choose(setting: str, auto: bool) -> bool:
     """A speed switch: "on", "off", or "auto" (on where `auto` says it helps)."""
     return setting == "on" or (setting == "auto" and auto)
+# --------------------------------------------------------------------------- the training loop
+
+
+class Run:
+    """The epochs of one run, driving train.py's Trainer: the "start", "train", "epoch", "checkpoint",
+    "test" and "end" records, checkpoints, the stop signal, early stopping and the final evaluation.
+
+    The Trainer is the framework's part: `framework` (its name), `checkpoint_files` and `unreadable`
+    (a checkpoint's file suffixes and the errors of a damaged one), `sources` (the splits), `processes`,
+    start(state), start_epoch(epoch, first_batch) -> this process's sample indices of the epoch,
+    train(steps) -> the optimizer steps it took (at least one, at most `steps`), totals() -> Totals,
+    stop_signal(), learning_rate(), evaluate(split) -> metrics, reduce_on_plateau(loss), read_checkpoint(path),
+    save_checkpoint(stem, state), save_model(folder), weights() (the trainable weights as numpy arrays)
+    and settings().
+    """
+
+    def __init__(self, trainer, report: Report, out: Path, plan: Plan) -> None:
+        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
+        self.progress = Progress()
+        self.early_stopping = EarlyStopping(**EARLY_STOPPING)
+        self.val_metrics: dict[str, float] = {}
+        self.val_step = -1  # the step val_metrics were measured at
+        self.logged = (Totals(), 0.0)  # the training totals and the time of the latest "train" record
+
+    def start(self, resume: bool) -> None:
+        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
+        trainer = self.trainer
+        state, path = newest_checkpoint(self.out / "checkpoints", trainer.checkpoint_files, trainer.read_checkpoint,
+                                        trainer.unreadable) if resume else (None, None)
+        if state is not None:
+            self.progress = Progress(**state["progress"])
+            self.early_stopping.restore(state["early_stopping"])
+            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
+        trainer.start(state)
+        plan, world, settings = self.plan, trainer.processes.world, trainer.settings()
+        self.report.write("start", self.progress.step, self.progress.epoch, framework=trainer.framework,
+                          world_size=world, resumed_from_step=self.progress.step, epochs=plan.epochs,
+                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
+                          train_samples=len(trainer.sources["train"]), **settings)
+        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
+        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
+                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
+
+    def train(self) -> int | None:
+        """Train to the end of the last epoch or --max-steps (or until early stopping); an exit code when the run ends sooner."""
+        progress, plan, trainer = self.progress, self.plan, self.trainer
+        self.logged = (trainer.totals(), time.perf_counter())
+        while progress.epoch < plan.epochs and progress.step < plan.last_step and not self.early_stopping.stopped:
+            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
+            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
+            while progress.batch < plan.steps_per_epoch:
+                steps = trainer.train(self.steps_to_next_event())
+                progress.step += steps
+                progress.batch += steps
+                if progress.step % LOG_EVERY == 0 and not self.log_training():
+                    return 1
+                signum = trainer.stop_signal()
+                if signum is not None:
+                    return self.stop(signum)
+                if progress.batch < plan.steps_per_epoch:
+                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
+                        self.checkpoint()
+                    if progress.step >= plan.last_step:
+                        return None  # --max-steps within an epoch: no end-of-epoch records
+            self.end_epoch(epoch, started, epoch_totals)
+        return None
+
+    def steps_to_next_event(self) -> int:
+        """Optimizer steps up to the next "train" record, checkpoint, epoch end or --max-steps."""
+        step = self.progress.step
+        limits = [self.plan.steps_per_epoch - self.progress.batch, LOG_EVERY - step % LOG_EVERY,
+                  self.plan.last_step - step]
+        if CHECKPOINT_EVERY:
+            limits.append(CHECKPOINT_EVERY - step % CHECKPOINT_EVERY)
+        return max(1, min(limits))
+
+    def log_training(self) -> bool:
+        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
+        totals, now = self.trainer.totals(), time.perf_counter()
+        interval = totals - self.logged[0]
+        seconds = max(now - self.logged[1], 1e-9)
+        self.logged = (totals, now)
+        values = interval.metrics()
+        step, epoch = self.progress.step, self.progress.epoch
+        if not math.isfinite(values["loss"]):
+            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
+                  "or add gradient clipping", file=sys.stderr)
+            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
+            return False
+        rate = interval.samples / seconds
+        lr = self.trainer.learning_rate()
+        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
+        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
+        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
+        return True
+
+    def end_epoch(self, epoch: int, started: float, epoch_totals: Totals) -> None:
+        """The epoch's records, the plateau schedule, early stopping and its checkpoint."""
+        elapsed = time.perf_counter() - started
+        totals = self.trainer.totals() - epoch_totals
+        step, lr = self.progress.step, self.trainer.learning_rate()
+        train_metrics = totals.metrics()
+        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
+                          samples_per_s=round(totals.samples / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
+        monitored = train_metrics  # without a validation split
+        if "val" in self.trainer.sources:
+            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
+            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
+            monitored = self.val_metrics
+        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
+                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
+                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
+        self.trainer.reduce_on_plateau(monitored["loss"])
+        self.progress.epoch, self.progress.batch = epoch + 1, 0
+        if self.early_stopping.update(monitored):
+            self.report.say(f"early stopping: no improvement of {EARLY_STOPPING['monitor']} "
+                            f"for {self.early_stopping.bad_epochs} epochs")
+        if CHECKPOINT_EACH_EPOCH or self.early_stopping.stopped:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
+        folder = self.out / "checkpoints"
+        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress), "early_stopping": self.early_stopping.state()}
+        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
+        if path is not None:
+            prune_checkpoints(folder, self.trainer.checkpoint_files, CHECKPOINTS_KEPT)
+            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
+
+    def stop(self, signum: int) -> int:
+        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
+        self.checkpoint()
+        name = signal.Signals(signum).name
+        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
+        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
+        return EXIT_STOPPED
+
+    def calibrate(self, steps: int) -> int:
+        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
+        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
+        trainer, plan = self.trainer, self.plan
+        trainer.start(None)
+        epoch, batch, step, marks = 0, 0, 0, {}
+        trainer.start_epoch(epoch, batch)
+        while step < CALIBRATION_WARMUP + steps:
+            if step in (0, CALIBRATION_WARMUP) and step not in marks:
+                marks[step] = (trainer.totals().samples, time.perf_counter())  # totals() waits for the device
+            if batch == plan.steps_per_epoch:
+                epoch, batch = epoch + 1, 0
+                trainer.start_epoch(epoch, batch)
+            goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
+            taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
+            step, batch = step + taken, batch + taken
+        samples, now = trainer.totals().samples, time.perf_counter()
+        counted, started = marks[CALIBRATION_WARMUP]
+        seconds = max(now - started, 1e-9)
+        result = {"framework": trainer.framework, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
+                  "seconds": round(seconds, 6), "step_s": seconds / steps,
+                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
+                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
+                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
+                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
+        if trainer.processes.rank == 0:
+            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
+                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
+        return 0
+
+    def finish(self) -> int:
+        """The final evaluation, the saved model, result.json and the "end" record."""
+        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
+        result: dict[str, object] = {"status": "completed", "framework": self.trainer.framework, "steps": step,
+                                     "epochs": epoch, "world_size": self.trainer.processes.world}
+        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
+        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
+        if "val" in sources:
+            if self.val_step != step:
+                self.val_metrics = self.trainer.evaluate("val")
+            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
+        if "test" in sources:
+            test_metrics = self.trainer.evaluate("test")
+            self.report.write("test", step, epoch, split="test", **test_metrics)
+            result.update({f"test_{k}": v for k, v in test_metrics.items()})
+            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
+        if self.trainer.processes.rank == 0:
+            result["files"] = self.trainer.save_model(self.out / "model")
+            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
+            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
+            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
+        return 0

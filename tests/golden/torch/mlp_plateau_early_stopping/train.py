@@ -14,17 +14,13 @@ after writing a checkpoint (run it again to resume), 1 anything else.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import pickle
 import re
-import signal
 import sys
-import time
 import warnings
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,49 +31,32 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
 from data import (
-    BATCH_SIZE,
     NUM_WORKERS,
     SEED,
-    SHUFFLE,
     Split,
-    data_error,
     describe,
     load_splits,
 )
 from model import INPUT_SHAPE, build_model
 from runtime import (
-    CALIBRATION_WARMUP,
-    EXIT_BAD_INPUT,
-    EXIT_STOPPED,
-    SPEC_HASH,
-    STARTED,
-    EarlyStopping,
-    LastError,
     Plan,
     Processes,
-    Progress,
     Report,
+    Run,
     StopFlag,
+    Totals,
     choose,
-    newest_checkpoint,
+    epoch_batches,
+    eval_batches,
     parse_args,
-    prune_checkpoints,
-    record_share,
-    record_weights,
-    summarise,
+    run_program,
     write_atomically,
 )
 
 FRAMEWORK = 'torch'
 EPOCHS = 12
-SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LR = 0.002
 MIN_LR = 1e-05
-LOG_EVERY = 50  # optimizer steps between "train" records
-CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
-CHECKPOINT_EACH_EPOCH = True
-CHECKPOINTS_KEPT = 2
-EARLY_STOPPING = {"monitor": 'val_accuracy', "patience": 3, "min_delta": 0.001}
 PRECISION = 'auto'  # "auto": bf16 autocast on GPUs that support it, else fp32
 # Speed switches ("auto" turns each on where it helps): torch.compile on a GPU,
 # the data on the training device when it fits (always on a CPU, where it is in memory anyway).
@@ -86,6 +65,213 @@ COMPILE_MIN_STEPS = 300  # "auto" compiles only runs long enough to earn back th
 STOP_CHECK_EVERY = 10  # optimizer steps between the ranks' checks for a stop signal
 CHECKPOINT_FILES = (".pt",)
 UNREADABLE = (RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError, pickle.UnpicklingError)  # a damaged checkpoint
+
+
+# --------------------------------------------------------------------------- loss and metrics
+
+
+def compute_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(output, target, label_smoothing=0.1)
+
+
+def batch_sums(loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """[loss·n, correct predictions, 0] of one batch, as a device tensor (no host synchronisation)."""
+    correct = (output.argmax(dim=1) == target).sum()
+    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype), torch.zeros_like(loss)))
+
+
+# --------------------------------------------------------------------------- optimizer and schedule
+
+
+def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    # weight_decay is an L2 term added to the gradient, as in every framework's program.
+    return torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-08,
+                            weight_decay=0.0001, fused=True)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
+    """Multiply the rate by 0.5 after 1 epochs without a lower validation loss
+    (relative improvement below 1e-4 does not count), never below MIN_LR. Stepped once per epoch."""
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5,
+                                                      patience=1, min_lr=MIN_LR)
+
+
+# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
+
+
+class Trainer:
+    """PyTorch's part of the run (runtime.Run drives it): optimizer steps on this rank's batches,
+    evaluation, checkpoints and the saved model."""
+
+    framework, checkpoint_files, unreadable = FRAMEWORK, CHECKPOINT_FILES, UNREADABLE
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.ReduceLROnPlateau,
+                 sources: dict[str, DeviceBatches | LoaderBatches], processes: Processes, compute: Compute,
+                 plan: Plan) -> None:
+        self.model, self.optimizer = model, optimizer
+        self.scheduler = scheduler
+        self.sources, self.processes, self.compute, self.plan = sources, processes, compute, plan
+        self.net = model  # what the training steps call: start() wraps it for several ranks and torch.compile
+        self.compiled = False
+        self.sums = torch.zeros(3, dtype=torch.float64, device=compute.device)  # summed batch_sums(), on the device
+        self.samples = 0
+        self.batches = iter(())
+        # with several ranks, all must stop at the same step: they add up their stop flags over a CPU
+        # (gloo) process group, which does not wait for the GPU
+        self.stop_group = dist.new_group(backend="gloo") if processes.world > 1 else None
+        self.steps_unchecked = 0
+
+    def start(self, state: dict | None) -> None:
+        """Load a checkpoint's state (or seed a fresh run), then wrap the model for the training steps."""
+        if state is None:
+            torch.manual_seed(SEED + self.processes.rank)  # dropout and augmentation differ between ranks
+        else:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.restore_rng(state["rng"])
+        cuda = self.compute.device.type == "cuda"
+        steps_left = self.plan.last_step - (0 if state is None else state["progress"]["step"])
+        self.compiled = choose(PERFORMANCE["compile"], cuda and steps_left >= COMPILE_MIN_STEPS)
+        if self.processes.world > 1:
+            self.net = DistributedDataParallel(self.model, device_ids=[self.processes.local_rank] if cuda else None)
+        if self.compiled:
+            self.net = torch.compile(self.net)
+        self.net.train()
+
+    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
+        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
+        batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
+        self.batches = self.sources["train"].iterate(batches[first_batch:])
+        return np.concatenate(batches)
+
+    def train(self, steps: int) -> int:
+        """One optimizer step on the epoch's next batch (Run checks for a stop signal after each)."""
+        self.train_step(*next(self.batches))
+        return 1
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        with self.compute.autocast():
+            output = self.net(self.compute.layout(x)).float()
+        loss = compute_loss(output, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.sums += batch_sums(loss, output, y)
+        self.samples += len(y)
+
+    def totals(self) -> Totals:
+        """The training batches so far, over all ranks (a host synchronisation)."""
+        totals = self.sums.tolist() + [float(self.samples)]
+        if self.processes.world > 1:
+            combined = torch.tensor(totals, dtype=torch.float64, device=self.compute.device)
+            dist.all_reduce(combined)
+            totals = combined.tolist()
+        return Totals.of(totals)
+
+    def stop_signal(self) -> int | None:
+        """The signal to stop for, once every rank knows about it (checked every STOP_CHECK_EVERY steps)."""
+        if self.processes.world == 1:
+            return StopFlag.signum
+        self.steps_unchecked += 1
+        if self.steps_unchecked < STOP_CHECK_EVERY:
+            return None
+        self.steps_unchecked = 0
+        flag = torch.tensor([StopFlag.signum or 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
+        return int(flag) or None
+
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def weights(self) -> list[np.ndarray]:
+        return [p.detach().cpu().numpy() for p in self.model.parameters() if p.requires_grad]
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
+        source = self.sources[split]
+        totals = torch.zeros(4, dtype=torch.float64, device=self.compute.device)
+        self.model.eval()
+        with torch.no_grad():
+            for x, y in source.iterate(eval_batches(len(source), self.processes)):
+                with self.compute.autocast():
+                    output = self.model(self.compute.layout(x)).float()
+                totals[:3] += batch_sums(compute_loss(output, y), output, y)
+                totals[3] += len(y)
+        if self.processes.world > 1:
+            dist.all_reduce(totals)
+        self.model.train()
+        return Totals.of(totals.tolist()).metrics()
+
+    def reduce_on_plateau(self, loss: float) -> None:
+        self.scheduler.step(loss)
+
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        if self.compute.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.compute.device)
+        return state
+
+    def restore_rng(self, states: list[dict[str, torch.Tensor]]) -> None:
+        state = states[self.processes.rank % len(states)]
+        torch.set_rng_state(state["cpu"])
+        if self.compute.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"], self.compute.device)
+
+    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
+        """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.pt."""
+        rngs = [self.rng_state()]
+        if self.processes.world > 1:
+            rngs = [None] * self.processes.world
+            dist.all_gather_object(rngs, self.rng_state())
+        if self.processes.rank != 0:
+            return None
+        state = {**state, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(),
+                 "rng": rngs}
+        path = stem.with_suffix(".pt")
+        write_atomically(path, lambda f: torch.save(state, f))
+        return path
+
+    def read_checkpoint(self, path: Path) -> dict:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict):
+            raise TypeError("not a checkpoint of this program")
+        return state
+
+    def save_model(self, folder: Path) -> dict[str, str | None]:
+        """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
+        write_atomically(folder / "model.pt", lambda f: torch.save(self.model.state_dict(), f))
+        files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
+        self.model.eval()
+        example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=self.compute.device)
+        tmp = folder / "model.onnx.tmp"
+        try:
+            with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.onnx.export(self.model, (self.compute.layout(example),), str(tmp), dynamo=False,
+                                  input_names=["input"], output_names=["output"],
+                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
+            print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
+            tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, folder / "model.onnx")
+            files["onnx"] = "model/model.onnx"
+        return files
+
+    def settings(self) -> dict[str, object]:
+        """This process's setup, for the "start" record."""
+        return {"device": str(self.compute.device), "torch_version": torch.__version__,
+                "precision": "bf16" if self.compute.bf16 else "fp32", "compile": self.compiled,
+                "channels_last": self.compute.channels_last,
+                "device_data": isinstance(self.sources["train"], DeviceBatches)}
+
+    def close(self) -> None:
+        if self.processes.world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 # --------------------------------------------------------------------------- processes and devices
@@ -164,9 +350,9 @@ class DeviceBatches:
     def __len__(self) -> int:
         return len(self.y)
 
-    def iterate(self, batches: list[torch.Tensor]):
+    def iterate(self, batches: list[np.ndarray]):
         for index in batches:
-            index = index.to(self.device, non_blocking=True)
+            index = torch.from_numpy(index).to(self.device, non_blocking=True)
             yield self.x[index], self.y[index]
 
 
@@ -223,7 +409,7 @@ class LoaderBatches:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def iterate(self, batches: list[torch.Tensor]):
+    def iterate(self, batches: list[np.ndarray]):
         self.sampler.batches = [index.tolist() for index in batches]
         for x, y in self.loader:
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
@@ -242,403 +428,6 @@ def place_data(splits: dict[str, Split], compute: Compute) -> dict[str, DeviceBa
     return {name: LoaderBatches(split, compute.device, NUM_WORKERS if name == "train" else 0)
             for name, split in splits.items()}
 
-
-def epoch_batches(epoch: int, n: int, processes: Processes) -> list[torch.Tensor]:
-    """This rank's batches of sample indices for one epoch.
-
-    The order is a function of (SEED, epoch) only, so a resumed run sees the same batches as an
-    uninterrupted one; every rank gets an equal share, so all ranks take the same number of steps.
-    """
-    total = SAMPLES_PER_EPOCH or n
-    if SHUFFLE:
-        generator = torch.Generator().manual_seed(SEED * 100_003 + epoch)
-        order = torch.cat([torch.randperm(n, generator=generator) for _ in range(-(-total // n))])[:total]
-    else:
-        order = torch.arange(total) % n
-    per_rank = total // processes.world
-    batches = list(order[processes.rank::processes.world][:per_rank].split(BATCH_SIZE))
-    if len(batches) > 1 and len(batches[-1]) == 1:
-        batches.pop()  # a one-sample batch has no batch statistics (BatchNorm)
-    return batches
-
-
-def eval_batches(n: int, processes: Processes) -> list[torch.Tensor]:
-    """Every sample once, spread over the ranks (their sums are added up afterwards)."""
-    return list(torch.arange(processes.rank, n, processes.world).split(BATCH_SIZE))
-
-
-# --------------------------------------------------------------------------- loss and metrics
-
-
-def compute_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output, target, label_smoothing=0.1)
-
-
-def batch_sums(loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[loss·n, correct predictions, 0] of one batch, as a device tensor (no host synchronisation)."""
-    correct = (output.argmax(dim=1) == target).sum()
-    return torch.stack((loss.detach() * len(target), correct.to(loss.dtype), torch.zeros_like(loss)))
-
-
-# --------------------------------------------------------------------------- optimizer and schedule
-
-
-def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
-    # weight_decay is an L2 term added to the gradient, as in every framework's program.
-    return torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-08,
-                            weight_decay=0.0001, fused=True)
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
-    """Multiply the rate by 0.5 after 1 epochs without a lower validation loss
-    (relative improvement below 1e-4 does not count), never below MIN_LR. Stepped once per epoch."""
-    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5,
-                                                      patience=1, min_lr=MIN_LR)
-
-
-# --------------------------------------------------------------------------- training steps, checkpoints, the saved model
-
-
-class Trainer:
-    """PyTorch's part of the run (Run, below, drives it): optimizer steps on this rank's batches,
-    evaluation, checkpoints and the saved model."""
-
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.ReduceLROnPlateau,
-                 sources: dict[str, DeviceBatches | LoaderBatches], processes: Processes, compute: Compute,
-                 plan: Plan) -> None:
-        self.model, self.optimizer = model, optimizer
-        self.scheduler = scheduler
-        self.sources, self.processes, self.compute, self.plan = sources, processes, compute, plan
-        self.net = model  # what the training steps call: start() wraps it for several ranks and torch.compile
-        self.compiled = False
-        self.sums = torch.zeros(3, dtype=torch.float64, device=compute.device)  # summed batch_sums(), on the device
-        self.samples = 0
-        self.batches = iter(())
-        # with several ranks, all must stop at the same step: they add up their stop flags over a CPU
-        # (gloo) process group, which does not wait for the GPU
-        self.stop_group = dist.new_group(backend="gloo") if processes.world > 1 else None
-        self.steps_unchecked = 0
-
-    def start(self, state: dict | None) -> None:
-        """Load a checkpoint's state (or seed a fresh run), then wrap the model for the training steps."""
-        if state is None:
-            torch.manual_seed(SEED + self.processes.rank)  # dropout and augmentation differ between ranks
-        else:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.restore_rng(state["rng"])
-        cuda = self.compute.device.type == "cuda"
-        steps_left = self.plan.last_step - (0 if state is None else state["progress"]["step"])
-        self.compiled = choose(PERFORMANCE["compile"], cuda and steps_left >= COMPILE_MIN_STEPS)
-        if self.processes.world > 1:
-            self.net = DistributedDataParallel(self.model, device_ids=[self.processes.local_rank] if cuda else None)
-        if self.compiled:
-            self.net = torch.compile(self.net)
-        self.net.train()
-
-    def start_epoch(self, epoch: int, first_batch: int) -> np.ndarray:
-        """Start reading the epoch's batches at `first_batch`; this rank's samples of the whole epoch."""
-        batches = epoch_batches(epoch, len(self.sources["train"]), self.processes)
-        self.batches = self.sources["train"].iterate(batches[first_batch:])
-        return torch.cat(batches).numpy()
-
-    def train_step(self) -> None:
-        """One optimizer step on the epoch's next batch."""
-        x, y = next(self.batches)
-        with self.compute.autocast():
-            output = self.net(self.compute.layout(x)).float()
-        loss = compute_loss(output, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self.sums += batch_sums(loss, output, y)
-        self.samples += len(y)
-
-    def totals(self) -> list[float]:
-        """[loss·n, two metric sums, n] of the training batches so far, over all ranks (a host synchronisation)."""
-        totals = self.sums.tolist() + [float(self.samples)]
-        if self.processes.world > 1:
-            combined = torch.tensor(totals, dtype=torch.float64, device=self.compute.device)
-            dist.all_reduce(combined)
-            totals = combined.tolist()
-        return totals
-
-    def stop_signal(self) -> int | None:
-        """The signal to stop for, once every rank knows about it (checked every STOP_CHECK_EVERY steps)."""
-        if self.processes.world == 1:
-            return StopFlag.signum
-        self.steps_unchecked += 1
-        if self.steps_unchecked < STOP_CHECK_EVERY:
-            return None
-        self.steps_unchecked = 0
-        flag = torch.tensor([StopFlag.signum or 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
-        return int(flag) or None
-
-    def learning_rate(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    def weights(self) -> list[np.ndarray]:
-        return [p.detach().cpu().numpy() for p in self.model.parameters() if p.requires_grad]
-
-    def evaluate(self, split: str) -> dict[str, float]:
-        """Loss and metrics over a whole split in eval mode (summed over the ranks)."""
-        source = self.sources[split]
-        totals = torch.zeros(4, dtype=torch.float64, device=self.compute.device)
-        self.model.eval()
-        with torch.no_grad():
-            for x, y in source.iterate(eval_batches(len(source), self.processes)):
-                with self.compute.autocast():
-                    output = self.model(self.compute.layout(x)).float()
-                totals[:3] += batch_sums(compute_loss(output, y), output, y)
-                totals[3] += len(y)
-        if self.processes.world > 1:
-            dist.all_reduce(totals)
-        self.model.train()
-        return summarise(totals.tolist())
-
-    def reduce_on_plateau(self, loss: float) -> None:
-        self.scheduler.step(loss)
-
-    def rng_state(self) -> dict[str, torch.Tensor]:
-        state = {"cpu": torch.get_rng_state()}
-        if self.compute.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.compute.device)
-        return state
-
-    def restore_rng(self, states: list[dict[str, torch.Tensor]]) -> None:
-        state = states[self.processes.rank % len(states)]
-        torch.set_rng_state(state["cpu"])
-        if self.compute.device.type == "cuda" and "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"], self.compute.device)
-
-    def save_checkpoint(self, stem: Path, state: dict) -> Path | None:
-        """Every rank calls this (the RNG states are gathered); rank 0 writes <stem>.pt."""
-        rngs = [self.rng_state()]
-        if self.processes.world > 1:
-            rngs = [None] * self.processes.world
-            dist.all_gather_object(rngs, self.rng_state())
-        if self.processes.rank != 0:
-            return None
-        state = {**state, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict(),
-                 "rng": rngs}
-        path = stem.with_suffix(".pt")
-        write_atomically(path, lambda f: torch.save(state, f))
-        return path
-
-    def read_checkpoint(self, path: Path) -> dict:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict):
-            raise TypeError("not a checkpoint of this program")
-        return state
-
-    def save_model(self, folder: Path) -> dict[str, str | None]:
-        """model/model.pt (the state dict) and model/model.onnx (best effort: the .pt is what counts)."""
-        write_atomically(folder / "model.pt", lambda f: torch.save(self.model.state_dict(), f))
-        files: dict[str, str | None] = {"model": "model/model.pt", "onnx": None}
-        self.model.eval()
-        example = torch.zeros((1, *INPUT_SHAPE), dtype=torch.float32, device=self.compute.device)
-        tmp = folder / "model.onnx.tmp"
-        try:
-            with warnings.catch_warnings():  # the TorchScript exporter is chosen on purpose: it needs no onnxscript
-                warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(self.model, (self.compute.layout(example),), str(tmp), dynamo=False,
-                                  input_names=["input"], output_names=["output"],
-                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-        except Exception as exc:  # noqa: BLE001  (ONNX is an extra; a failed export must not lose the run)
-            print(f"warning: ONNX export failed, model/model.pt is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
-            tmp.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, folder / "model.onnx")
-            files["onnx"] = "model/model.onnx"
-        return files
-
-    def settings(self) -> dict[str, object]:
-        """This process's setup, for the "start" record."""
-        return {"device": str(self.compute.device), "torch_version": torch.__version__,
-                "precision": "bf16" if self.compute.bf16 else "fp32", "compile": self.compiled,
-                "channels_last": self.compute.channels_last,
-                "device_data": isinstance(self.sources["train"], DeviceBatches)}
-
-    def close(self) -> None:
-        if self.processes.world > 1:
-            dist.barrier()
-            dist.destroy_process_group()
-# --------------------------------------------------------------------------- the training loop
-
-
-class Run:
-    """The epochs of one run, driving the Trainer: the "start", "train", "epoch", "checkpoint", "test"
-    and "end" records, checkpoints, the stop signal, early stopping and the final evaluation."""
-
-    def __init__(self, trainer: Trainer, report: Report, out: Path, plan: Plan) -> None:
-        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
-        self.progress = Progress()
-        self.early_stopping = EarlyStopping(**EARLY_STOPPING)
-        self.val_metrics: dict[str, float] = {}
-        self.val_step = -1  # the step val_metrics were measured at
-        self.logged = ([0.0] * 4, 0.0)  # the training totals and the time of the latest "train" record
-
-    def start(self, resume: bool) -> None:
-        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
-        state, path = newest_checkpoint(self.out / "checkpoints", CHECKPOINT_FILES, self.trainer.read_checkpoint,
-                                        UNREADABLE) if resume else (None, None)
-        if state is not None:
-            self.progress = Progress(**state["progress"])
-            self.early_stopping.restore(state["early_stopping"])
-            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
-        self.trainer.start(state)
-        plan, world, settings = self.plan, self.trainer.processes.world, self.trainer.settings()
-        self.report.write("start", self.progress.step, self.progress.epoch, framework=FRAMEWORK, world_size=world,
-                          resumed_from_step=self.progress.step, epochs=plan.epochs,
-                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
-                          train_samples=len(self.trainer.sources["train"]), **settings)
-        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
-        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
-                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
-
-    def train(self) -> int | None:
-        """Train to the end of the last epoch or --max-steps (or until early stopping); an exit code when the run ends sooner."""
-        progress, plan, trainer = self.progress, self.plan, self.trainer
-        self.logged = (trainer.totals(), time.perf_counter())
-        while progress.epoch < plan.epochs and progress.step < plan.last_step and not self.early_stopping.stopped:
-            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
-            while progress.batch < plan.steps_per_epoch:
-                trainer.train_step()
-                progress.step += 1
-                progress.batch += 1
-                if progress.step % LOG_EVERY == 0 and not self.log_training():
-                    return 1
-                signum = trainer.stop_signal()
-                if signum is not None:
-                    return self.stop(signum)
-                if progress.batch < plan.steps_per_epoch:
-                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
-                        self.checkpoint()
-                    if progress.step >= plan.last_step:
-                        return None  # --max-steps within an epoch: no end-of-epoch records
-            self.end_epoch(epoch, started, epoch_totals)
-        return None
-
-    def log_training(self) -> bool:
-        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
-        totals, now = self.trainer.totals(), time.perf_counter()
-        interval = [a - b for a, b in zip(totals, self.logged[0])]
-        seconds = max(now - self.logged[1], 1e-9)
-        self.logged = (totals, now)
-        values = summarise(interval)
-        step, epoch = self.progress.step, self.progress.epoch
-        if not math.isfinite(values["loss"]):
-            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                  "or add gradient clipping", file=sys.stderr)
-            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
-            return False
-        rate = interval[3] / seconds
-        lr = self.trainer.learning_rate()
-        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-        return True
-
-    def end_epoch(self, epoch: int, started: float, epoch_totals: list[float]) -> None:
-        """The epoch's records, the plateau schedule, early stopping and its checkpoint."""
-        elapsed = time.perf_counter() - started
-        totals = [a - b for a, b in zip(self.trainer.totals(), epoch_totals)]
-        step, lr = self.progress.step, self.trainer.learning_rate()
-        train_metrics = summarise(totals)
-        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
-                          samples_per_s=round(totals[3] / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        monitored = train_metrics  # without a validation split
-        if "val" in self.trainer.sources:
-            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
-            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
-            monitored = self.val_metrics
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
-                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
-        self.trainer.reduce_on_plateau(monitored["loss"])
-        self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if self.early_stopping.update(monitored):
-            self.report.say(f"early stopping: no improvement of {EARLY_STOPPING['monitor']} "
-                            f"for {self.early_stopping.bad_epochs} epochs")
-        if CHECKPOINT_EACH_EPOCH or self.early_stopping.stopped:
-            self.checkpoint()
-
-    def checkpoint(self) -> None:
-        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
-        folder = self.out / "checkpoints"
-        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress), "early_stopping": self.early_stopping.state()}
-        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
-        if path is not None:
-            prune_checkpoints(folder, CHECKPOINT_FILES, CHECKPOINTS_KEPT)
-            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
-
-    def stop(self, signum: int) -> int:
-        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
-        self.checkpoint()
-        name = signal.Signals(signum).name
-        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
-        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
-        return EXIT_STOPPED
-
-    def calibrate(self, steps: int) -> int:
-        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
-        trainer, plan = self.trainer, self.plan
-        trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
-        trainer.start_epoch(epoch, batch)
-        while step < CALIBRATION_WARMUP + steps:
-            if step in (0, CALIBRATION_WARMUP) and step not in marks:
-                marks[step] = (trainer.totals()[3], time.perf_counter())  # totals() waits for the device
-            if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-                trainer.start_epoch(epoch, batch)
-            trainer.train_step()
-            taken = 1
-            step, batch = step + taken, batch + taken
-        samples, now = trainer.totals()[3], time.perf_counter()
-        counted, started = marks[CALIBRATION_WARMUP]
-        seconds = max(now - started, 1e-9)
-        result = {"framework": FRAMEWORK, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
-                  "seconds": round(seconds, 6), "step_s": seconds / steps,
-                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
-                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
-                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
-                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
-        if trainer.processes.rank == 0:
-            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
-                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
-        return 0
-
-    def finish(self) -> int:
-        """The final evaluation, the saved model, result.json and the "end" record."""
-        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
-        result: dict[str, object] = {"status": "completed", "framework": FRAMEWORK, "steps": step, "epochs": epoch,
-                                     "world_size": self.trainer.processes.world}
-        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
-        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
-        if "val" in sources:
-            if self.val_step != step:
-                self.val_metrics = self.trainer.evaluate("val")
-            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
-        if "test" in sources:
-            test_metrics = self.trainer.evaluate("test")
-            self.report.write("test", step, epoch, split="test", **test_metrics)
-            result.update({f"test_{k}": v for k, v in test_metrics.items()})
-            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-        if self.trainer.processes.rank == 0:
-            result["files"] = self.trainer.save_model(self.out / "model")
-            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
-            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
-        return 0
 
 
 # --------------------------------------------------------------------------- main
@@ -676,15 +465,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (Exception, KeyboardInterrupt) as exc:
-        bad_data = data_error(exc)  # raised here, or in a loader worker that re-raised it wrapped
-        if bad_data is None:
-            LastError.record(exc)
-            raise
-        # one line that names the file and the fix, as the run's reason too; the loader's traceback
-        # would only bury it
-        LastError.record(bad_data)
-        print(f"error: {bad_data}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+    run_program(main)

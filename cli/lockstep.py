@@ -1,0 +1,27 @@
+"""``python -m flowtrain check-training SPEC [--steps N] [--json] [--frameworks F …]``: lockstep training."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from core.frameworks import FRAMEWORKS
+from core.load import load_spec
+from core.lockstep import DEFAULT_STEPS, check_training
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("check-training",
+                       help="train N steps in every framework from the same weights and batches; compare with torch")
+    p.add_argument("spec")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"optimizer steps (default {DEFAULT_STEPS})")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS),
+                   help="frameworks to train (default: all; torch is the reference)")
+    p.set_defaults(handler=cmd_check_training)
+
+
+def cmd_check_training(args: argparse.Namespace) -> int:
+    report = check_training(load_spec(args.spec), steps=args.steps, frameworks=args.frameworks)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    return 0 if report.ok else 1
