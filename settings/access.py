@@ -80,12 +80,16 @@ def confine(user: str, path: str | Path, settings: Settings) -> Path:
     if not roots:
         raise AccessError(f"no data roots are configured for {user}; add [data] roots to the settings file")
     given = Path(text)
-    if given.is_absolute():
-        candidates = [given]
-    else:
-        candidates = [root / given for root in roots]
-        candidates = [c for c in candidates if c.exists() or c.is_symlink()][:1] or candidates[:1]
-    real = candidates[0].resolve()
+    try:
+        if given.is_absolute():
+            candidates = [given]
+        else:
+            candidates = [root / given for root in roots]
+            candidates = [c for c in candidates if c.exists() or c.is_symlink()][:1] or candidates[:1]
+        real = candidates[0].resolve()
+    except OSError as exc:  # a name too long for the file system, a loop of links: the path cannot be a data path
+        raise AccessError(f"data path {text!r:.200} cannot be looked up ({exc.strerror or exc}); give a shorter "
+                          f"path to an existing file or folder inside {where}") from exc
     for root in roots:
         if real == root or real.is_relative_to(root):
             return real

@@ -57,6 +57,17 @@ def test_run_refuses_a_source_outside_the_data_roots(tmp_path: Path) -> None:
     assert RunRegistry(home=home).list_runs() == [] and not any((home / "runs").iterdir())
 
 
+def test_a_data_path_too_long_for_the_file_system_is_a_problem_naming_the_field(tmp_path: Path) -> None:
+    """A 300-character file name cannot exist (the limit is 255): `run` names data.source and says why,
+    with no traceback (the page shows the same problem through the same check)."""
+    env = _env(tmp_path)
+    spec = _spec(tmp_path, source="x" * 300 + ".csv", format="csv", input_shape=[1, 8, 8], num_classes=10)
+    out = _flowtrain(env, "run", str(spec), "--scheduler", "local")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "data.source" in out.stderr and "cannot be looked up (File name too long)" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_user_is_the_os_user_and_only_admins_act_for_others(tmp_path: Path) -> None:
     env = _env(tmp_path)
     registry = RunRegistry(home=tmp_path / "home")
