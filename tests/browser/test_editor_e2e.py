@@ -39,6 +39,8 @@ STAYS_S = 5.0
 
 
 def _page(browser, user: str = "carol"):
+    # each test signs in as a user of its own: a new tab opens that user's last draft (portal/drafts_view.py),
+    # so a test that starts from a fresh editor must not share its user with an earlier test
     # as the sign-in proxy sends it: the user and the proxy's secret (tests/browser/conftest.py)
     headers = {USER_HEADER: user, SECRET_HEADER: PROXY_SECRET}
     context = browser.new_context(viewport=VIEWPORT, extra_http_headers=headers)
@@ -126,7 +128,7 @@ def test_resnet18_cifar_loads_marked_and_readable_and_keeps_the_view(portal, bro
 
 
 def test_an_import_error_stays_until_dismissed_and_a_label_is_text(portal, browser):
-    context, page = _page(browser)
+    context, page = _page(browser, "dora")
     page.goto(portal.url)
     wait_node(page, "input", timeout=90_000)
     uploader = (page.locator('[data-testid="stFileUploader"]').filter(has_text="Import a spec (JSON)")
@@ -166,7 +168,7 @@ def test_an_import_error_stays_until_dismissed_and_a_label_is_text(portal, brows
 
 
 def test_the_cluster_bars_are_readable(portal, browser):
-    context, page = _page(browser)
+    context, page = _page(browser, "frank")
     page.goto(portal.url)
     wait_node(page, "input", timeout=90_000)
     act(page, page.get_by_role("link", name="Cluster").click)
