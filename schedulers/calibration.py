@@ -32,10 +32,11 @@ from settings import Settings
 
 
 class ExecutorSource(Protocol):
-    """What calibration needs of :class:`schedulers.launch.Executors` (which calls this module): a
-    fresh executor per candidate. A protocol, so that this module does not import launch back."""
+    """What calibration needs of :class:`schedulers.launch.Executors` (which calls this module): the
+    scheduler's one executor (each job names its interpreter). A protocol, so that this module does
+    not import launch back."""
 
-    def make(self, scheduler: str, python: str | None = None) -> Executor: ...
+    def __getitem__(self, scheduler: str) -> Executor: ...
 
 
 JOB_PREFIX = "ft-calibrate"
@@ -149,12 +150,12 @@ def run_calibration(
         shutil.rmtree(folder)  # the previous measurement's files; the cache keeps its result
     generate(spec, c.framework, analysis).write(folder)
     sel = settings.selector
-    executor = executors.make(scheduler, python=c.python)
+    executor = executors[scheduler]
     request = JobRequest(
         run_dir=folder, name=f"{JOB_PREFIX}-{spec.name}", framework=c.framework,
         resources=replace(resources, partition=None if scheduler == "local" else c.partition,
                           time_limit_min=sel.time_limit_min),
-        args=("--calibrate", str(sel.steps)), module=c.module, modulepath=c.modulepath,
+        args=("--calibrate", str(sel.steps)), module=c.module, modulepath=c.modulepath, python=c.python,
     )
     job_id = executor.submit(request)
     start_by = time.monotonic() + sel.queue_wait_s

@@ -88,9 +88,9 @@ def submit_sweep(
             requests.append(JobRequest(
                 run_dir=run.run_dir, name=f"ft-{spec.name}", framework=framework_name,
                 resources=replace(selection.resources, partition=partition), args=tuple(args),
-                module=selection.module, modulepath=selection.modulepath,
+                module=selection.module, modulepath=selection.modulepath, python=selection.python,
                 restarts=restart_budget(spec, scheduler)))  # one job script for the array: the sweep's budget
-        executor = executors.make(scheduler, python=selection.python)
+        executor = executors[scheduler]  # the scheduler's one executor, the one that also reconciles
         if not isinstance(executor, ArrayExecutor):
             raise SchedulerError(f"the {scheduler} executor cannot run a group of jobs (a sweep)")
         submission = executor.submit_array(requests, expanded.parallelism, record.sweep_dir)
