@@ -110,15 +110,18 @@ def test_paths_and_ranking_helpers() -> None:
 
 
 SWEEP_MEMORY_SCRIPT = """
-import json, resource, sys
+import json, sys
 from core import zoo
 from core.sweep import expand_sweep, sweep_from_dict
+def peak_kb():  # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child of a large pytest starts high
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
 spec = zoo.template("resnet50")
 sweep = sweep_from_dict({"method": "random", "samples": 1000, "max_points": 1000,
                          "parameters": {"training.optimizer.lr": {"min": 1e-4, "max": 1e-1, "scale": "log"}}})
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kb()
 plan = expand_sweep(spec, sweep)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_kb()
 first = plan.variant(plan.points[0])[0]
 print(json.dumps({"points": len(plan.points), "before_kb": before, "peak_kb": peak, "lr": first.training.optimizer.lr}))
 """
