@@ -45,22 +45,23 @@ PROGRAM_DRIVER = r"""
 import json, sys, time
 import numpy as np
 sys.argv = ["train.py"]
-import train
+import data
+import devices
 framework, batches, workers = sys.argv_bench
-splits = train.load_splits()
+splits = data.load_splits()
 split = splits["train"]
 n = len(split)
-order = np.random.default_rng(0).permutation(n)[:(batches + 2) * train.BATCH_SIZE]
-chunks = [order[i:i + train.BATCH_SIZE] for i in range(0, len(order), train.BATCH_SIZE)]
+order = np.random.default_rng(0).permutation(n)[:(batches + 2) * data.BATCH_SIZE]
+chunks = [order[i:i + data.BATCH_SIZE] for i in range(0, len(order), data.BATCH_SIZE)]
 if framework == "torch":
     import torch
-    source = train.LoaderBatches(split, torch.device("cpu"), workers)
+    source = devices.LoaderBatches(split, torch.device("cpu"), workers)
     stream = source.iterate([torch.as_tensor(c) for c in chunks])
 elif framework == "paddle":
-    source = train.LoaderBatches(split, workers)
+    source = devices.LoaderBatches(split, workers)
     stream = source.iterate(chunks)
 else:
-    source = train.Batches(split)
+    source = devices.Batches(split)
     stream = iter(source.dataset(order, 0, len(chunks)))
 for _ in range(2):
     next(stream)

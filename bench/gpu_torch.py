@@ -1,9 +1,11 @@
 """The GPU benchmark: generated PyTorch programs vs hand-written expert references, plus MFU.
 
-One script for a machine with one NVIDIA GPU and PyTorch (meant to finish in under 8 minutes on an
-H200). For the four models of docs/performance.md — MLP 784-512-512-10 (batch 4096),
-the pytorch/examples MNIST CNN (1024), ResNet-18 CIFAR (512) and a 4-layer d256 transformer encoder
-over 128 steps (256) — it runs the generated program with its default ("auto") speed settings and
+One script for a machine with one NVIDIA GPU and PyTorch (meant to finish in under 10 minutes on an
+H200). For the models of docs/performance.md — MLP 784-512-512-10 (batch 4096),
+the pytorch/examples MNIST CNN (1024), ResNet-18 CIFAR (512), a 4-layer d256 transformer encoder
+over 128 steps (256), GPT-2 small on 1024-token windows (16: tokens/s = samples/s × 1024; the reference
+bench/reference/torch_gpt.py --size gpt2_small, nanoGPT's model) and the zoo's U-Net, 64 base channels on
+64×64 images (64; bench/reference/torch_unet.py --base 64) — it runs the generated program with its default ("auto") speed settings and
 the expert reference (bench/reference/torch_*.py: data on the GPU, bf16 autocast, channels_last,
 torch.compile, fused optimizer) on the same synthetic data, one after the other, and prints
 samples/s, generated ÷ reference and the generated program's TFLOP/s and MFU
@@ -14,6 +16,7 @@ samples/s, generated ÷ reference and the generated program's TFLOP/s and MFU
     python bench/gpu_torch.py --from DIR           # only run what --prepare wrote (needs torch + numpy)
     python bench/gpu_torch.py --dry-run            # every path end to end on this machine's CPU: tiny
                                                    # batches and synthetic sets, a few steps (numbers meaningless)
+    python bench/gpu_torch.py --dry-run --models gpt2_small unet     # the same for some models only
 
 Targets (docs/performance.md, expert rows): ResNet-18 CIFAR ≥ 32,600 samples/s and 13.7% MFU.
 """
@@ -48,13 +51,23 @@ GPU_CASES = {
                            synthetic=(50000, 3, 32, 32)),
     "transformer": Case("transformer", "torch_transformer.py", batch=256, steps=300, log_every=50,
                         synthetic=(4096, 128, 256)),
+    "gpt2_small": Case("gpt2_small", "torch_gpt.py", batch=16, steps=300, log_every=50, synthetic=(4_000_000,),
+                       kind="tokens", classes=50257, reference_args=("--size", "gpt2_small")),
+    "unet": Case("unet", "torch_unet.py", batch=64, steps=300, log_every=50, synthetic=(4096, 3, 64, 64),
+                 kind="segment", classes=4, reference_args=("--base", "64")),
 }
+DRY_RUN_BLOCK = 32  # a language model's context in the dry run (GPT-2 small's 1024 tokens: minutes per CPU step)
 
 
 
 def dry_run_case(case: Case) -> Case:
     """The case shrunk for a CPU: batch 8, 8 steps logged every 2 (the table drops the first two
-    intervals), a synthetic set of 64 samples of the same shape."""
+    intervals), a synthetic set of 64 samples of the same shape; a language model: batch 2 of
+    DRY_RUN_BLOCK-token windows (the same layers and vocabulary) from a stream of 64 windows."""
+    if case.kind == "tokens":
+        return replace(case, batch=2, steps=8, log_every=2, synthetic=(64 * DRY_RUN_BLOCK + 1,),
+                       data={**case.data, "block_size": DRY_RUN_BLOCK},
+                       reference_args=(*case.reference_args, "--block", str(DRY_RUN_BLOCK)))
     _, *shape = case.synthetic or (64, 1, 28, 28)
     return replace(case, batch=8, steps=8, log_every=2, synthetic=(64, *shape))
 
@@ -83,10 +96,17 @@ def run_all(folder: Path, names: list[str], reps: int, dry_run: bool = False) ->
         print(f"{name}: generated {[round(v) for v in r['runs_generated']]}, "
               f"reference {[round(v) for v in r['runs_reference']]} samples/s ({time.perf_counter() - start:.0f} s)",
               flush=True)
+        if meta.get("kind") == "tokens":
+            r["tokens_per_s"] = {"generated": r["generated"] * meta["block_size"],
+                                 "reference": r["reference"] * meta["block_size"]}
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "the CPU (dry run: not a measurement)"
     print(f"\nPyTorch {torch.__version__} on {device}, {reps} run(s) each, "
           f"{time.perf_counter() - start:.0f} s\n")
     print_table(rows, peak_tflops=PEAK_TFLOPS)
+    for r in rows:
+        if "tokens_per_s" in r:
+            print(f"{r['model']}: {r['tokens_per_s']['generated']:,.0f} tokens/s generated, "
+                  f"{r['tokens_per_s']['reference']:,.0f} reference")
     print(json.dumps(rows))
 
 

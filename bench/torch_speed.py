@@ -1,6 +1,6 @@
 """Generated PyTorch training program vs a hand-written expert reference, side by side.
 
-    python bench/torch_speed.py [--reps 3] [--models mnist_cnn mlp resnet18_cifar] [--quick]
+    python bench/torch_speed.py [--reps 3] [--models mnist_cnn mlp resnet18_cifar gpt_mini unet_small] [--quick]
 
 For each model the generated program (``python -m flowtrain generate``) and the reference in
 bench/reference/torch_<model>.py train the same network on the same preprocessed data with the
@@ -9,6 +9,9 @@ alternately (A B A B …). Throughput is the median samples/s of the logging int
 warm-up ones (the generated program's "train" records in metrics.jsonl, the reference's JSON
 lines: both read the loss once per interval, so both intervals end with a host synchronisation).
 Printed: the median over the repetitions of each, and generated ÷ reference (target ≥ 0.97).
+For the language model a sample is one window of ``block_size`` tokens (tokens/s = samples/s × 64 for
+gpt_mini); ``unet_small`` is the zoo's U-Net at 16 base channels instead of 64 (the 64-channel network
+costs 3.0 GMACs per 64×64 image, too slow for these CPUs; same layers, 1/16 of the MACs).
 
 A second pair of columns counts samples per CPU-second of each process over the same intervals
 (psutil, read when each interval's line appears). A machine shared with other jobs stretches wall
@@ -49,7 +52,10 @@ class Case:
     data: dict[str, Any] = field(default_factory=dict)  # overrides of the template's data section
     training: dict[str, Any] = field(default_factory=dict)  # overrides of its training section
     synthetic: tuple[int, ...] | None = None  # (N, *sample shape) of random uint8 images written to an .npz
-    classes: int = 10
+    classes: int = 10  # (the vocabulary of a token stream)
+    kind: str = "classify"  # the synthetic data: "classify" (a class per sample), "segment" (a mask per
+    # image), "tokens" (synthetic = (number of tokens,): a stream of byte ids in an .npy)
+    reference_args: tuple[str, ...] = ()
 
 
 CPU_CASES = {
@@ -57,7 +63,12 @@ CPU_CASES = {
     "mlp": Case("mlp", "torch_mlp.py", batch=64, steps=400, log_every=50),
     "resnet18_cifar": Case("resnet18_cifar", "torch_resnet18_cifar.py", batch=32, steps=16, log_every=3,
                            synthetic=(512, 3, 32, 32)),
+    "gpt_mini": Case("gpt_mini", "torch_gpt.py", batch=32, steps=60, log_every=10, synthetic=(200_000,),
+                     kind="tokens", classes=256),
+    "unet_small": Case("unet_small", "torch_unet.py", batch=8, steps=24, log_every=4, synthetic=(256, 3, 64, 64),
+                       kind="segment", classes=4, reference_args=("--base", "16")),
 }
+UNET_SMALL_BASE = 16
 
 
 def bench_spec(case: Case, folder: Path) -> Any:
@@ -65,9 +76,12 @@ def bench_spec(case: Case, folder: Path) -> Any:
     from core import zoo
     from core.spec import PipelineSpec
 
-    doc = zoo.template(case.name).model_dump(mode="json") if case.name != "transformer" else transformer_doc()
+    doc = (transformer_doc() if case.name == "transformer" else unet_doc(UNET_SMALL_BASE) if case.name == "unet_small"
+           else zoo.template(case.name).model_dump(mode="json"))
     doc["data"].update({"batch_size": case.batch, "validation_split": 0.1, "test_split": 0.0, **case.data})
-    if case.synthetic is not None:
+    if case.kind == "tokens":
+        doc["data"].update({"source": str((folder / "bench.npy").resolve())})
+    elif case.synthetic is not None:
         doc["data"].update({"source": str((folder / "bench.npz").resolve()), "format": "npz", "num_classes": case.classes,
                             "input_shape": list(case.synthetic[1:])})
     doc["training"].update({
@@ -91,11 +105,32 @@ def transformer_doc() -> dict[str, Any]:
             "training": {"optimizer": {"name": "adamw", "lr": 1e-3, "weight_decay": 0.01}, "schedule": {"name": "cosine"}}}
 
 
+def unet_doc(base: int) -> dict[str, Any]:
+    """The zoo's unet (data, training, layers) with ``base`` channels at the top instead of 64."""
+    from core import zoo
+    from core.zoo.builder import GraphBuilder
+    from core.zoo.segmentation import SHAPES_CLASSES, unet_graph
+
+    doc = zoo.template("unet").model_dump(mode="json")
+    g = GraphBuilder()
+    g.add("Output", unet_graph(g, SHAPES_CLASSES, base=base), id="output")
+    doc.update(name="unet_small", model=g.model())
+    return doc
+
+
 def write_synthetic(case: Case, folder: Path) -> None:
     if case.synthetic is None:
         return
     rng = np.random.default_rng(0)
     n, *shape = case.synthetic
+    if case.kind == "tokens":  # a token stream with ids 0 … classes − 1 (the vocabulary)
+        np.save(folder / "bench.npy", rng.integers(0, case.classes, size=n).astype(
+            np.uint8 if case.classes <= 256 else np.uint16))
+        return
+    if case.kind == "segment":  # images with a mask of class indices each
+        np.savez(folder / "bench.npz", x=rng.integers(0, 256, size=(n, *shape), dtype=np.uint8),
+                 y=rng.integers(0, case.classes, size=(n, *shape[1:]), dtype=np.uint8))
+        return
     x = rng.integers(0, 256, size=(n, *shape), dtype=np.uint8) if len(shape) == 3 else \
         rng.standard_normal((n, *shape), dtype=np.float32)
     np.savez(folder / "bench.npz", x=x, y=rng.integers(0, case.classes, size=n))
@@ -111,6 +146,7 @@ def prepare(case: Case, folder: Path) -> dict[str, Any]:
     generate(spec, "torch", analysis).write(folder / "program")
     meta = {"name": case.name, "reference": case.reference, "batch": case.batch, "steps": case.steps,
             "log_every": case.log_every, "synthetic": case.synthetic, "classes": case.classes,
+            "kind": case.kind, "reference_args": list(case.reference_args), "block_size": spec.data.block_size,
             "macs_per_sample": analysis.total_macs}
     (folder / "case.json").write_text(json.dumps(meta))
     return meta
@@ -180,7 +216,8 @@ def side_by_side(folder: Path, meta: dict[str, Any], reps: int, env: dict[str, s
     """Alternate generated and reference runs (A B B A A B …: each goes first equally often)."""
     write_synthetic(Case(meta["name"], meta["reference"], meta["batch"], meta["steps"], meta["log_every"],
                          synthetic=tuple(meta["synthetic"]) if meta["synthetic"] else None,
-                         classes=meta["classes"]), folder)
+                         classes=meta["classes"], kind=meta.get("kind", "classify")), folder)
+    reference_args = [*meta.get("reference_args", []), *(reference_args or [])]
     data = export_train_split(folder, env)
     generated, reference = [], []
     for rep in range(reps):
@@ -189,7 +226,7 @@ def side_by_side(folder: Path, meta: dict[str, Any], reps: int, env: dict[str, s
             if which == "gen":
                 generated.append(run_generated(folder, meta, rep, env))
             else:
-                reference.append(run_reference(folder, meta, data, env, reference_args or []))
+                reference.append(run_reference(folder, meta, data, env, reference_args))
     gen, ref = statistics.median(g for g, _ in generated), statistics.median(r for r, _ in reference)
     gen_cpu, ref_cpu = statistics.median(g for _, g in generated), statistics.median(r for _, r in reference)
     return {"model": meta["name"], "batch": meta["batch"], "generated": gen, "reference": ref, "ratio": gen / ref,

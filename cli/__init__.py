@@ -4,7 +4,7 @@
 support-table), ``runs`` (frameworks, select, run, runs, status, logs, cancel), ``sweeps`` (sweep,
 sweeps), ``calibrate`` (calibrate, speeds), ``equivalence`` (check-equivalence), ``lockstep`` (check-training),
 ``export``
-(export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data), ``predict`` (predict, models) and
+(export-onnx), ``onnx_import`` (import-onnx), ``data`` (example-data), ``predict`` (predict, models), ``sample`` (sample), ``tensorboard`` (tensorboard) and
 ``settings_schema`` (settings-schema). ``flowtrain.py`` wires them together
 (:data:`COMMAND_MODULES`).
 """
@@ -21,11 +21,13 @@ from cli import (
     onnx_import,
     predict,
     runs,
+    sample,
     settings_schema,
     spec,
     sweeps,
+    tensorboard,
 )
 
 # In the order `python -m flowtrain --help` lists them.
 COMMAND_MODULES = (spec, codegen, runs, sweeps, calibrate, equivalence, lockstep, export, onnx_import, data, predict,
-                   settings_schema)
+                   sample, tensorboard, settings_schema)

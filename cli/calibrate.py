@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=scheduler_errors(cmd_calibrate))
 
     p = sub.add_parser("speeds", help="the cached speed measurements (newest first)")
+    p.add_argument("--accuracy", action="store_true", help="the estimates' running error: predicted against actual "
+                                                           "time to result of your completed runs, per framework "
+                                                           "and partition")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_speeds)
 
@@ -66,6 +69,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_speeds(args: argparse.Namespace) -> int:
+    if args.accuracy:
+        return _accuracy(args)
     measurements = SpeedCache(load_settings().home).all()
     if args.json:
         print(json.dumps([asdict(m) for m in measurements], indent=2))
@@ -74,8 +79,32 @@ def cmd_speeds(args: argparse.Namespace) -> int:
         print("no measurements yet; run: python -m flowtrain calibrate SPEC")
         return 0
     rows = [(m.framework, m.version, m.environment, m.partition, f"{m.samples_per_s:,.0f}", f"{m.step_s * 1000:.1f}",
-             m.scheduler + ":" + m.job_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(m.measured_at)),
+             m.scheduler + ":" + m.job_id + ("" if m.source == "calibration" else f" ({m.source})"), time.strftime("%Y-%m-%d %H:%M", time.localtime(m.measured_at)),
              m.hardware[:40]) for m in measurements]
     print(text_table(rows, ("FRAMEWORK", "VERSION", "ENVIRONMENT", "PARTITION", "SAMPLES/S", "STEP MS", "JOB", "MEASURED",
                         "NODES")))
     return 0
+
+
+def _accuracy(args: argparse.Namespace) -> int:
+    from schedulers.learning import accuracy, ranking_words, rankings
+    from schedulers.registry.runs import RunRegistry
+
+    registry = RunRegistry(home=load_settings().home)
+    found, pairs = accuracy(registry, os_user()), rankings(registry, os_user())
+    if args.json:
+        print(json.dumps({"accuracy": found, "rankings": pairs}, indent=2))
+        return 0
+    if not found:
+        print("no completed run with an estimate yet; the selector's estimate of each run is compared with "
+              "what it took once it completes")
+        return 0
+    rows = [(a["framework"], a["partition"], str(a["runs"]), f"{a['median_ratio']:.2f}",
+             f"{a['mean_abs_error_pct']:.0f}%", f"{a['within_25_pct']:.0%}",
+             f"{a['latest_ratio']:.2f} ({a['latest_source']})") for a in found]
+    print(text_table(rows, ("FRAMEWORK", "PARTITION", "RUNS", "ACTUAL/PREDICTED", "MEAN ERROR", "WITHIN 25%",
+                            "LATEST")))
+    if pairs:
+        print(ranking_words(pairs))
+    return 0
+

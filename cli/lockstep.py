@@ -18,10 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS),
                    help="frameworks to train (default: all; torch is the reference)")
+    p.add_argument("--floor", action="store_true",
+                   help="also train torch from start weights one float32 ulp away: the float32 floor of the run")
     p.set_defaults(handler=cmd_check_training)
 
 
 def cmd_check_training(args: argparse.Namespace) -> int:
-    report = check_training(load_spec(args.spec), steps=args.steps, frameworks=args.frameworks)
+    report = check_training(load_spec(args.spec), steps=args.steps, frameworks=args.frameworks, floor=args.floor)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
     return 0 if report.ok else 1

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cli.terminal import terminal_text
@@ -16,6 +17,7 @@ from core.load import load_spec
 from core.ops import REGISTRY
 from core.spec import json_schema
 from core.validate import Analysis, analyse
+from core.weights import init_weight_problems
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -84,13 +86,24 @@ def _analyse_file(path: str) -> Analysis:
     return analyse(load_spec(path))
 
 
+def _weights_problems(path: str, analysis: Analysis) -> list[Any]:
+    """The starting weights (``training.init_weights``, a relative path next to the spec) against the graph:
+    every node whose weights no longer fit, named in one problem (a run is refused with it too)."""
+    weights = load_spec(path).training.init_weights
+    if weights is None:
+        return []
+    full = Path(weights) if Path(weights).is_absolute() else Path(path).resolve().parent / weights
+    return init_weight_problems(analysis, str(full))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         result = _analyse_file(args.spec)
     except SpecError as err:
         return _report(err.problems, args.json)
-    if result.problems:
-        return _report(result.problems, args.json)
+    problems = list(result.problems) or _weights_problems(args.spec, result)
+    if problems:
+        return _report(problems, args.json)
     if args.json:
         print(json.dumps({"valid": True, "problems": []}))
     else:

@@ -7,12 +7,19 @@ the researcher's job. Values reach the code only through the ``py`` filter
 (:func:`core.mapping.base.literal`).
 
 A framework's ``train.py.j2`` includes the shared partials of ``templates/common/`` (the
-settings, learning-rate formulas and training loop: the same in every program) and its own
-partials for what differs. What does not depend on the framework at all is rendered once as
-modules of its own beside ``train.py``, which imports them: ``data.py`` (the data layer) and
-``runtime.py`` (the run's state and records, checkpoint and output files, command line). The
+settings and learning-rate formulas: the same in every program) and its own partials for what
+differs; its ``devices.py.j2`` holds the framework's processes, devices and data placement. What
+does not depend on the framework at all is rendered once as modules of their own beside
+``train.py``, which imports them: ``data.py`` (the data layer), ``runtime.py`` (the run's state and
+records, checkpoint and output files, command line) and ``loop.py`` (the training loop). The
 shared templates read the training settings from ``runtime`` (:func:`runtime_context`), which
 is the same for every framework.
+
+Every generated ``.py`` file is then formatted with ``ruff format`` (:func:`formatted`): the program is
+what a researcher takes home and edits, and it should read like code written by hand, which a Jinja
+template with optional lines and arguments cannot be made to emit byte for byte without making the
+template unreadable instead. ruff is a pinned dependency in requirements.txt (a single static binary),
+so wherever programs are generated — portal, CLI, tests — the same version formats them the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,10 +105,35 @@ def generate(spec: PipelineSpec, framework: str, analysis: Analysis | None = Non
     env = environment(framework)
     files: dict[str, str] = {}
     for name in _top_level_templates(framework):
-        files[name.removesuffix(".j2")] = env.get_template(name).render(**context)
+        content = env.get_template(name).render(**context)
+        if content.strip():  # a module only some programs need renders empty in the others (paddle's optim.py)
+            files[name.removesuffix(".j2")] = content
+    files = formatted(files)
     files["spec.json"] = spec.to_json() + "\n"
     files["manifest.json"] = _manifest(spec, framework, files, context)
     return Program(framework, files)
+
+
+# The style of every generated .py file: ruff's defaults with the project's line length.
+RUFF_FORMAT = ["format", "--isolated", "--no-cache", "--quiet", "--line-length", "120", "--target-version", "py311"]
+
+
+def formatted(files: dict[str, str]) -> dict[str, str]:
+    """The files with every ``.py`` one formatted by ``ruff format`` (one ruff process for all of them)."""
+    try:
+        from ruff.__main__ import find_ruff_bin
+    except ImportError as exc:
+        raise CommandError("ruff is not installed, and generated programs are formatted with it: "
+                           "pip install -r requirements.txt") from exc
+    python = sorted(name for name in files if name.endswith(".py"))
+    with tempfile.TemporaryDirectory(prefix="flowtrain-format-") as folder:
+        for name in python:
+            (Path(folder) / name).write_text(files[name], encoding="utf-8")
+        result = subprocess.run([find_ruff_bin(), *RUFF_FORMAT, *python], cwd=folder, capture_output=True, text=True)
+        if result.returncode != 0:  # a template rendered code that does not parse: a FlowTrain bug
+            raise RuntimeError(f"ruff format failed on the generated program: {result.stderr.strip()}")
+        return {name: (Path(folder) / name).read_text(encoding="utf-8") if name in python else content
+                for name, content in files.items()}
 
 
 def runtime_context(spec: PipelineSpec) -> dict[str, Any]:

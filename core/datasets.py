@@ -52,6 +52,8 @@ def raw_sample(data: DataSpec) -> tuple[int, ...] | None:
 
 def model_input(data: DataSpec) -> tuple[tuple[int, ...], str] | None:
     """(shape, dtype) of one sample after preprocessing, or None when it cannot be known yet."""
+    if data.task == "language_modeling":
+        return ((data.block_size,), "int64") if data.block_size else None
     if data.input_shape:
         dtype = "int64" if any(isinstance(p, Tokenize) for p in data.preprocessing) else "float32"
         return tuple(data.input_shape), dtype

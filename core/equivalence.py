@@ -281,7 +281,7 @@ def _compare(name: str, outcomes: dict[str, FrameworkOutcome], frameworks: Itera
 # adaptive pools must divide evenly in Keras/paddle) and batch 1; text models take 16 tokens.
 SMALL_INPUTS: dict[str, list[int]] = {"resnet18": [3, 64, 64], "resnet50": [3, 64, 64],
                                       "mobilenet_v2": [3, 64, 64], "lstm_text_classifier": [16],
-                                      "transformer_text_classifier": [16]}
+                                      "transformer_text_classifier": [16], "unet": [3, 32, 32]}
 BATCH_ONE = ("vgg16", "alexnet")
 
 

@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from core import example_shapes, token_stream
 from core.errors import Problem, SpecError
 from core.mapping.data import resolve_format
 from core.nofollow import CREATE_FLAGS, LinkInTheWay, open_dir, open_file
@@ -91,6 +92,8 @@ def example_target(data: DataSpec) -> tuple[PurePosixPath, str]:
             or not relative.parts or relative.parts == (".",)):
         raise SpecError([Problem("data.source", "example data is written under the root, so the source must be "
                                  "a relative path without '..'", received=data.source)])
+    if data.task == "language_modeling":
+        return relative, "tokens"
     fmt = resolve_format(data.source, data.format)
     if fmt not in WRITABLE_FORMATS:
         raise SpecError([Problem("data.format", "FlowTrain cannot write example data of this format", received=fmt,
@@ -108,7 +111,7 @@ def write_example_data(spec: PipelineSpec, root: Path, *, record: Path, samples:
     """
     data = spec.data
     relative, fmt = example_target(data)
-    classes = data.num_classes or 2
+    classes = 1 if data.task == "language_modeling" else data.num_classes or 2
     count = max(samples, classes * per_class)
     labels = np.arange(count) % classes
     root.mkdir(parents=True, exist_ok=True)
@@ -116,7 +119,9 @@ def write_example_data(spec: PipelineSpec, root: Path, *, record: Path, samples:
     path = top / relative
     folder = relative.parts if fmt in FOLDER_FORMATS else relative.parent.parts
     base = top.joinpath(*folder)
-    names = _file_names(fmt, path, labels, classes)
+    segmenting = data.task == "segmentation"  # images with masks: core/example_shapes.py
+    names = (example_shapes.file_names(fmt, path, count, data.mask_folder) if segmenting
+             else _file_names(fmt, path, labels, classes))
     with _record_book(record) as book:
         earlier = _entry(book, str(path), record)
         top_fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -127,7 +132,9 @@ def write_example_data(spec: PipelineSpec, root: Path, *, record: Path, samples:
                 base_fd = _open_or_refuse(top_fd, folder, top, create=True)
                 try:
                     _remove(base_fd, base, ours)
-                    for name, blob in _blobs(spec, fmt, path, labels, np.random.default_rng(seed), classes):
+                    rng = np.random.default_rng(seed)
+                    for name, blob in (example_shapes.blobs(spec, fmt, path, count, rng, _image_shape(spec))
+                                       if segmenting else _blobs(spec, fmt, path, labels, rng, classes)):
                         _create(base_fd, base, name, blob)
                         written[name] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
                 finally:
@@ -138,7 +145,9 @@ def write_example_data(spec: PipelineSpec, root: Path, *, record: Path, samples:
         finally:
             os.close(top_fd)
     size = sum(int(f["size"]) for f in written.values())
-    return ExampleData(path, count, _detail(spec, fmt, count, classes, len(names)), len(written), size,
+    detail = (example_shapes.detail(fmt, count, classes, _image_shape(spec)) if segmenting
+              else _detail(spec, fmt, count, classes, len(names)))
+    return ExampleData(path, count, detail, len(written), size,
                        tuple(base / name for name in kept))
 
 
@@ -149,6 +158,8 @@ def _detail(spec: PipelineSpec, fmt: str, count: int, classes: int, files: int) 
         return f"{count:,} JPEG images {where} ({shape[1]}×{shape[2]})"
     if fmt == "csv":
         return f"a CSV table of {count:,} rows"
+    if fmt == "tokens":
+        return f"a token stream of {count:,} windows of {spec.data.block_size} tokens ({token_stream.kind(spec.data.source)})"
     return f"{count:,} samples of shape {tuple(spec.data.input_shape or [4])} ({fmt})"
 
 
@@ -159,7 +170,7 @@ def _file_names(fmt: str, path: Path, labels: np.ndarray, classes: int) -> list[
         return [f"class{k:0{width}d}/{i:06d}.jpg" for i, k in enumerate(labels)]
     if fmt == "webdataset":
         return [f"shard-{start // SHARD_SIZE:06d}.tar" for start in range(0, len(labels), SHARD_SIZE)]
-    return [path.name, "y.npy"] if fmt == "npy" else [path.name]
+    return [path.name, "y.npy"] if fmt == "npy" else [path.name]  # tokens: the one stream
 
 
 # --------------------------------------------------------------------------- the record
@@ -392,14 +403,16 @@ def _blobs(spec: PipelineSpec, fmt: str, path: Path, labels: np.ndarray, rng: np
     if fmt == "image_folder":
         shape = _image_shape(spec)
         for k, name in zip(labels, names):
-            yield name, _jpeg(_image(rng, int(k), classes, shape))
+            yield name, example_shapes.encoded(_image(rng, int(k), classes, shape), "JPEG", quality=90)
     elif fmt == "webdataset":
         shape = _image_shape(spec)
-        images = [_jpeg(_image(rng, int(k), classes, shape)) for k in labels]
+        images = [example_shapes.encoded(_image(rng, int(k), classes, shape), "JPEG", quality=90) for k in labels]
         for name, start in zip(names, range(0, len(labels), SHARD_SIZE)):
             yield name, _shard(labels, images, start)
     elif fmt == "csv":
         yield names[0], _csv(data, labels, rng, classes).encode("utf-8")
+    elif fmt == "tokens":
+        yield names[0], _token_stream(data, len(labels), rng)
     else:
         shape = tuple(data.input_shape or [4])
         x = (rng.normal(0, 1, (len(labels), *shape)) + labels.reshape(-1, *[1] * len(shape))).astype(np.float32)
@@ -413,6 +426,27 @@ def _blobs(spec: PipelineSpec, fmt: str, path: Path, labels: np.ndarray, rng: np
         else:
             np.savez(buffer, x=x, y=labels)
             yield names[0], buffer.getvalue()
+
+
+def _token_stream(data: DataSpec, windows: int, rng: np.random.Generator) -> bytes:
+    """``windows`` blocks of tokens and one more: sentences of WORDS (a text file, read as bytes), or as token
+    ids of a ``.npy``/``.bin`` stream, each word one id (so a model can learn which word follows which)."""
+    block, vocab = int(data.block_size or 64), int(data.vocab_size or 256)
+    need = windows * block + 1
+    how = token_stream.kind(data.source)
+    if how == "bytes":
+        text = bytearray()
+        while len(text) < need:
+            k = int(rng.integers(len(WORDS)))
+            text += f"the {WORDS[k]} {WORDS[(k + 3) % len(WORDS)]} is {WORDS[(k + 7) % len(WORDS)]}. ".encode()
+        return bytes(text[:need])
+    start = rng.integers(vocab, size=need // 4 + 1)  # short runs of consecutive ids: id i is followed by i + 1
+    ids = ((start[:, None] + np.arange(4)) % vocab).reshape(-1)[:need].astype(np.uint16)
+    if how == "bin":
+        return ids.astype("<u2").tobytes()
+    buffer = io.BytesIO()
+    np.save(buffer, ids)
+    return buffer.getvalue()
 
 
 def _csv(data: DataSpec, labels: np.ndarray, rng: np.random.Generator, classes: int) -> str:
@@ -447,14 +481,6 @@ def _image(rng: np.random.Generator, k: int, classes: int, shape: tuple[int, int
     pixels = colour + rng.normal(0, 40, (height, width, 3))
     pixels = np.clip(pixels, 0, 255).astype(np.uint8)
     return pixels.mean(axis=2, keepdims=True).astype(np.uint8) if channels == 1 else pixels
-
-
-def _jpeg(pixels: np.ndarray) -> bytes:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.fromarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels).save(buffer, "JPEG", quality=90)
-    return buffer.getvalue()
 
 
 def _sentence(rng: np.random.Generator, k: int, classes: int) -> str:

@@ -38,6 +38,7 @@ DEFAULT_STEPS = 50
 LOSS_TOLERANCE = 1e-4  # relative, at every step
 WEIGHT_TOLERANCE = 1e-3  # relative (‖difference‖ / ‖torch's‖, per array), after the last step
 RUN_TIMEOUT_S = 1800
+FLOOR = "torch-1ulp"  # the floor run's name (check_training(floor=True))
 SWITCHED_OFF = "augmentation and dropout are switched off for the check; fp32 on the CPU"
 
 
@@ -58,6 +59,7 @@ class LockstepReport:
     spec_name: str
     steps: int
     runs: dict[str, FrameworkRun]
+    floor: FrameworkRun | None = None  # torch again, from the start weights moved by one float32 ulp
     loss_tolerance: float = LOSS_TOLERANCE
     weight_tolerance: float = WEIGHT_TOLERANCE
 
@@ -74,7 +76,10 @@ class LockstepReport:
                 "frameworks": {fw: {"status": r.status, "detail": r.detail, "loss_diff": r.loss_diff,
                                     "weight_diff": r.weight_diff, "worst_weight": r.worst_weight,
                                     "losses": {str(step): loss for step, loss in r.losses.items()}}
-                               for fw, r in self.runs.items()}}
+                               for fw, r in self.runs.items()},
+                "floor": None if self.floor is None else {"status": self.floor.status, "detail": self.floor.detail,
+                                                          "loss_diff": self.floor.loss_diff,
+                                                          "weight_diff": self.floor.weight_diff}}
 
     def text(self, every: int = 10) -> str:
         """The loss of every `every`-th step per framework, then each framework's largest differences."""
@@ -95,6 +100,11 @@ class LockstepReport:
                 lines.append(f"{r.framework}: loss within {r.loss_diff:.2e} of torch's (tolerance {self.loss_tolerance:g}), "
                              f"final weights within {r.weight_diff:.2e} ({r.worst_weight}; tolerance "
                              f"{self.weight_tolerance:g})")
+        if self.floor is not None and self.floor.status == "ok":
+            lines.append(f"torch from start weights one float32 ulp away: loss within {self.floor.loss_diff:.2e}, "
+                         f"final weights within {self.floor.weight_diff:.2e} (the float32 floor of this run)")
+        elif self.floor is not None:
+            lines.append(f"torch one ulp away: {self.floor.status}: {self.floor.detail}")
         lines.append("lockstep: " + ("yes" if self.ok else "NO"))
         return "\n".join(lines)
 
@@ -127,6 +137,22 @@ def relative_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a64 - b64)) / max(float(np.linalg.norm(b64)), 1e-12)
 
 
+def comparable(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`weights` with each LSTM's b_ih and b_hh replaced by their sum ("…/bias_ih_l0+bias_hh_l0"): Keras's
+    LSTM has one bias, their sum, and reads it back as b_ih = sum, b_hh = 0 — the same function, which
+    only the sum compares. (A GRU's b_hh is not additive: its n gate multiplies it by r.)"""
+    out = dict(weights)
+    for name, hh in weights.items():
+        node, _, array = name.rpartition("/")
+        if not array.startswith("weight_hh_l") or hh.ndim != 2 or hh.shape[0] != 4 * hh.shape[1]:
+            continue
+        suffix = array.removeprefix("weight_hh")
+        b_ih, b_hh = f"{node}/bias_ih{suffix}", f"{node}/bias_hh{suffix}"
+        if b_ih in out and b_hh in out:
+            out[f"{b_ih}+bias_hh{suffix}"] = out.pop(b_ih) + out.pop(b_hh)
+    return out
+
+
 def train_losses(metrics: Path) -> dict[int, float]:
     """step -> loss of each "train" record of a metrics.jsonl."""
     losses = {}
@@ -153,8 +179,13 @@ def run_program(folder: Path, steps: int, python: str, timeout: float) -> str | 
 
 def check_training(spec: PipelineSpec, steps: int = DEFAULT_STEPS, frameworks: Sequence[str] = FRAMEWORKS,
                    seed: int = 0, python: str | None = None, timeout: float = RUN_TIMEOUT_S,
-                   workdir: str | Path | None = None) -> LockstepReport:
-    """Train `spec` for `steps` steps in each framework from the same start and compare against torch."""
+                   workdir: str | Path | None = None, floor: bool = False) -> LockstepReport:
+    """Train `spec` for `steps` steps in each framework from the same start and compare against torch.
+
+    With `floor`, torch trains a second time from the start weights each moved by one float32 ulp: how
+    far float32 rounding alone carries this run in `steps` steps (training amplifies it; Adam's
+    steps on weights whose gradient cancels to rounding noise most of all), the measure of what any
+    second program, even torch itself, can hold."""
     if steps < 1:
         raise FlowTrainError(f"steps must be at least 1, got {steps}")
     if "torch" not in frameworks:
@@ -164,16 +195,23 @@ def check_training(spec: PipelineSpec, steps: int = DEFAULT_STEPS, frameworks: S
     runs: dict[str, FrameworkRun] = {}
     with tempfile.TemporaryDirectory(prefix="flowtrain-lockstep-", dir=workdir) as tmp:
         root = Path(tmp)
-        np.savez(root / "start.npz", **random_canonical(analysis, seed))
+        start = random_canonical(analysis, seed)
+        np.savez(root / "start.npz", **start)
         checked = check_spec(spec, root / "start.npz")
         folders = {}
-        for fw in frameworks:
-            reason = not_installed(fw) if python == sys.executable else None
+        jobs = [(fw, checked) for fw in frameworks]
+        if floor:
+            np.savez(root / "start-ulp.npz", **{name: np.nextafter(a, np.inf, dtype=a.dtype)
+                                                if a.dtype.kind == "f" else a for name, a in start.items()})
+            jobs.append((FLOOR, check_spec(spec, root / "start-ulp.npz")))
+        for fw, program_spec in jobs:
+            framework = "torch" if fw == FLOOR else fw
+            reason = not_installed(framework) if python == sys.executable else None
             if reason is not None:
                 runs[fw] = FrameworkRun(fw, "not installed", reason)
                 continue
             folder = root / fw
-            generate(checked, fw).write(folder)
+            generate(program_spec, framework).write(folder)
             failure = run_program(folder, steps, python, timeout)
             if failure is not None:
                 runs[fw] = FrameworkRun(fw, "failed", failure)
@@ -186,8 +224,9 @@ def check_training(spec: PipelineSpec, steps: int = DEFAULT_STEPS, frameworks: S
                 run.status, run.detail = "failed", str(trained)
             else:
                 run.weights = trained.weights
-    compare(runs)
-    return LockstepReport(spec.name, steps, runs)
+    floor_run = runs.pop(FLOOR, None)
+    compare(runs if floor_run is None else {**runs, FLOOR: floor_run})
+    return LockstepReport(spec.name, steps, runs, floor=floor_run)
 
 
 def compare(runs: dict[str, FrameworkRun]) -> None:
@@ -204,6 +243,7 @@ def compare(runs: dict[str, FrameworkRun]) -> None:
             continue
         run.loss_diff = max((abs(run.losses[s] - loss) / max(abs(loss), 1e-12)
                              for s, loss in reference.losses.items()), default=0.0)
-        diffs = {name: relative_diff(run.weights[name], value) for name, value in reference.weights.items()}
+        weights, reference_weights = comparable(run.weights), comparable(reference.weights)
+        diffs = {name: relative_diff(weights[name], value) for name, value in reference_weights.items()}
         run.worst_weight = max(diffs, key=diffs.__getitem__, default="")
         run.weight_diff = diffs.get(run.worst_weight, 0.0)

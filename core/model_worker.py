@@ -15,9 +15,13 @@ still run, so one broken graph does not hide the rest.
 A job with ``"trained": true`` loads the program's final model instead (:data:`SAVED_MODEL`, what
 ``train.py`` saved at the end of a run in D) and, with ``"canonical": C.npz``, writes its weights in
 the canonical layout there; ``inputs``/``out`` are then optional (the trained model's outputs).
+With ``"generate": {…}`` (a :class:`core.sampling.Request`) it generates tokens from the trained
+language model instead and writes their ``ids`` to ``out`` (``flowtrain sample --framework``): the
+model is loaded once, however many tokens are asked for.
 
 This module imports only numpy, the standard library and — inside the job — one framework and
-the generated model.py; never another part of FlowTrain, so it measures the generated code alone.
+the generated model.py; never another part of FlowTrain (but :mod:`core.sampling`, numpy only, for
+a generate job), so it measures the generated code alone.
 """
 
 from __future__ import annotations
@@ -124,6 +128,12 @@ def run_job(job: dict[str, Any], index: int) -> None:
         with np.load(job["weights"]) as w:
             weights = {k: w[k] for k in w.files}
         module.load_canonical_weights(model, weights)
+    if job.get("generate"):
+        from core.sampling import Request, generate
+
+        ids = generate(lambda x: module.forward_numpy(model, x), Request(**job["generate"]))
+        _save(Path(job["out"]), {"ids": np.asarray(ids, np.int64)})
+        return
     if job.get("canonical"):
         _save(Path(job["canonical"]), {key: np.asarray(value, dtype=np.float32)
                                        for key, value in module.canonical_weights(model).items()})
@@ -131,7 +141,10 @@ def run_job(job: dict[str, Any], index: int) -> None:
         return
     with np.load(job["inputs"]) as i:
         x = i["x"]
-    results = {"output": np.asarray(module.forward_numpy(model, x), dtype=np.float32)}
+    batch = int(job.get("batch") or len(x) or 1)  # predict's --batch: bounds the framework's memory
+    outputs = [np.asarray(module.forward_numpy(model, x[i:i + batch]), dtype=np.float32)
+               for i in range(0, len(x), batch)]
+    results = {"output": np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)}
     if job.get("train_update"):
         fresh = module.build_model()
         module.load_canonical_weights(fresh, weights)

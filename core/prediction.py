@@ -14,6 +14,7 @@ import io
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import CommandError
+from core.spec import PipelineSpec
 
 WORKER = Path(__file__).with_name("predict_worker.py")
 WORKER_TIMEOUT_S = 1800.0
@@ -35,6 +37,9 @@ class Inputs:
     task: str
     class_names: list[str] | None
     fitted: list[str] = field(default_factory=list)  # preprocessing steps whose statistics were fitted
+    labels: list[Any] | None = None  # the true targets, for the run's own validation samples
+    sizes: list[tuple[int, int]] | None = None  # segmentation: (height, width) each sample's mask is written at
+    masks: list[str] | None = None  # segmentation: each sample's mask file, relative to the output folder
 
 
 @dataclass
@@ -47,16 +52,21 @@ class Prediction:
 
 
 def prepare_inputs(run_dir: Path, inputs: list[Path], workdir: Path, *, batch: int = 256,
-                   python: str | None = None, timeout: float = WORKER_TIMEOUT_S) -> Inputs:
+                   python: str | None = None, timeout: float = WORKER_TIMEOUT_S,
+                   validation: tuple[int, int] | None = None) -> Inputs:
     """Preprocess ``inputs`` as the run in ``run_dir`` preprocessed its training data, ``batch``
-    samples at a time, into ``workdir`` (the returned ``x`` is memory-mapped from there).
+    samples at a time, into ``workdir`` (the returned ``x`` is memory-mapped from there). With
+    ``validation`` (start, count) instead: the run's own validation samples from ``start``, as
+    training preprocessed them, with their ``labels``.
 
     The worker runs with ``python`` (default: this interpreter; it needs numpy, and pillow for
     images, scikit-learn for built-in datasets). A bad input is a :class:`CommandError` with the
     worker's message."""
-    cmd = [python or sys.executable, str(WORKER), str(run_dir), str(workdir), str(batch), *map(str, inputs)]
+    chosen = [f"--validation={validation[0]}:{validation[1]}"] if validation is not None else list(map(str, inputs))
+    cmd = [python or sys.executable, str(WORKER), str(run_dir), str(workdir.absolute()), str(batch), *chosen]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+        # in the caller's folder: the inputs are paths as the user gave them, relative ones too
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise CommandError(f"preprocessing the inputs took over {timeout:.0f} s; predict fewer inputs at once",
                            exit_code=1) from None
@@ -69,10 +79,31 @@ def prepare_inputs(run_dir: Path, inputs: list[Path], workdir: Path, *, batch: i
     names = json.loads((workdir / "names.json").read_text(encoding="utf-8"))
     meta = json.loads((workdir / "meta.json").read_text(encoding="utf-8"))
     x = np.load(workdir / "x.npy", mmap_mode="r") if names else np.zeros((0,), np.float32)
-    return Inputs(x=x, names=names, task=meta["task"], class_names=meta["class_names"], fitted=meta["fitted"])
+    labels_file = workdir / "labels.json"
+    labels = json.loads(labels_file.read_text(encoding="utf-8")) if labels_file.is_file() else None
+    sizes = _optional_json(workdir / "sizes.json")
+    return Inputs(x=x, names=names, task=meta["task"], class_names=meta["class_names"], fitted=meta["fitted"],
+                  labels=labels, sizes=[(int(h), int(w)) for h, w in sizes] if sizes is not None else None,
+                  masks=_optional_json(workdir / "masks.json"))
+
+
+def _optional_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 ACTIVATIONS = ("softmax", "sigmoid", "none")
+PROBABILITY_OPS = ("Softmax",)
+
+
+def activation_of(spec: PipelineSpec) -> str:
+    """How the model's outputs become probabilities: none when a Softmax feeds the Output, else by
+    the training loss (sigmoid for ``bce_with_logits``, softmax for cross-entropy's logits)."""
+    ops = {n.id: n.op for n in spec.model.nodes}
+    outputs = [n.id for n in spec.model.nodes if n.op == "Output"]
+    feeding = [e.source for e in spec.model.edges if e.target in outputs]
+    if feeding and all(ops.get(s) in PROBABILITY_OPS for s in feeding):
+        return "none"
+    return "sigmoid" if spec.training.loss == "bce_with_logits" else "softmax"
 
 
 def predict(model: Path, inputs: Inputs, *, top: int = 3, batch: int = 256,
@@ -81,22 +112,53 @@ def predict(model: Path, inputs: Inputs, *, top: int = 3, batch: int = 256,
     turns the model's outputs into probabilities: ``softmax`` (logits of a cross-entropy loss),
     ``sigmoid`` (one logit per class, or a single logit of class 1, of ``bce_with_logits``) or
     ``none`` (the model ends in a Softmax)."""
-    import onnxruntime as ort  # imported only by this command
+    return interpret(onnx_outputs(model, inputs, batch=batch), inputs, top=top, activation=activation)
 
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+
+def onnx_outputs(model: Path, inputs: Inputs, *, batch: int = 256) -> np.ndarray:
+    """The raw outputs (logits) of ``model`` (ONNX, on onnxruntime) for ``inputs``, ``batch`` at a time."""
+    outputs = list(onnx_batches(model, inputs, batch=batch))
+    return np.concatenate(outputs) if outputs else np.zeros((0,), np.float32)
+
+
+def onnx_batches(model: Path, inputs: Inputs, *, batch: int = 256) -> Iterator[np.ndarray]:
+    """:func:`onnx_outputs` one batch at a time, for outputs too large to hold at once (masks)."""
+    run = onnx_function(model)
+    for i in range(0, len(inputs.x), batch):
+        yield run(inputs.x[i:i + batch])
+
+
+def onnx_function(model: Path) -> Callable[[np.ndarray], np.ndarray]:
+    """``model`` (ONNX) loaded once on onnxruntime, as a function of a batch of inputs (cast to the
+    model's declared input type) returning its first output."""
+    import onnxruntime as ort  # imported only by the commands that run a model
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
+
+    unreadable = (ort_errors.InvalidProtobuf, ort_errors.InvalidGraph, ort_errors.Fail, ort_errors.NoSuchFile,
+                  ort_errors.NotImplemented)
+    try:
+        session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    except unreadable as exc:
+        raise CommandError(f"{model}: onnxruntime cannot load this model ({exc}); write it again with "
+                           "`python -m flowtrain export-onnx RUN --out MODEL.onnx`", exit_code=1) from None
     [declared] = session.get_inputs()
     expected = declared.type.removeprefix("tensor(").removesuffix(")")
     dtype = {"float": np.float32, "int64": np.int64}.get(expected, np.float32)
-    results: list[Prediction] = []
-    for start in range(0, len(inputs.x), batch):
-        chunk = np.ascontiguousarray(inputs.x[start:start + batch], dtype=dtype)
-        out = np.asarray(session.run(None, {declared.name: chunk})[0], np.float64)
-        names = inputs.names[start:start + batch]
-        if inputs.task == "classification":
-            results += _classes(_probabilities(out, activation), names, inputs.class_names, top)
-        else:
-            results += [Prediction(n, values=[float(v) for v in row.reshape(-1)]) for n, row in zip(names, out, strict=True)]
-    return results
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(None, {declared.name: np.ascontiguousarray(x, dtype=dtype)})[0])
+
+    return run
+
+
+def interpret(outputs: np.ndarray, inputs: Inputs, *, top: int = 3, activation: str = "softmax") -> list[Prediction]:
+    """The model's raw ``outputs`` for ``inputs`` (one row per sample, from any engine) as predictions."""
+    if not inputs.names:
+        return []
+    out = np.asarray(outputs, np.float64)
+    if inputs.task == "classification":
+        return _classes(_probabilities(out, activation), inputs.names, inputs.class_names, top)
+    return [Prediction(n, values=[float(v) for v in row.reshape(-1)]) for n, row in zip(inputs.names, out, strict=True)]
 
 
 def _probabilities(out: np.ndarray, activation: str) -> np.ndarray:

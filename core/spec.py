@@ -130,8 +130,14 @@ Augmentation = Annotated[
 ]
 
 DataFormat = Literal["auto", "builtin", "csv", "parquet", "npz", "npy", "image_folder", "webdataset"]
-Task = Literal["classification", "regression"]
+# segmentation: one class index per pixel (a mask the image's height and width), docs/segmentation.md;
+# language_modeling: next-token prediction over a token stream, docs/language-models.md
+Task = Literal["classification", "regression", "segmentation", "language_modeling"]
 Loading = Literal["auto", "memory", "stream"]
+
+
+# a folder name inside the source, never a path: the source alone is pinned inside the user's data roots
+MASK_FOLDER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
 
 
 class DataSpec(Strict):
@@ -150,6 +156,12 @@ class DataSpec(Strict):
     target: FreeText = Field("label", description="Target column (CSV/Parquet) or array key (NPZ).")
     task: Task = "classification"
     num_classes: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    # language_modeling: a token stream (.npy / .bin of token ids, or text files tokenized to bytes) read as
+    # windows of block_size + 1 tokens: the model sees block_size ids and predicts the next id at each.
+    block_size: Annotated[int, Field(ge=1, le=1_048_576)] | None = Field(
+        None, description="language_modeling: tokens the model reads at once (its context length).")
+    vocab_size: Annotated[int, Field(ge=1, le=10_000_000)] | None = Field(
+        None, description="language_modeling: token ids are 0 … vocab_size − 1 (256 for byte-level text).")
     input_shape: list[Annotated[int, Field(ge=1)]] | None = Field(
         None, description="Shape of one sample as the model sees it (after preprocessing), no batch axis."
     )
@@ -166,6 +178,15 @@ class DataSpec(Strict):
     )
     preprocessing: list[Preprocessing] = Field(default_factory=list)
     augmentation: list[Augmentation] = Field(default_factory=list)
+    # -- segmentation (task: segmentation) ---------------------------------------------------------
+    mask_folder: Annotated[str, StringConstraints(pattern=MASK_FOLDER_PATTERN)] = Field(
+        "masks", description="Segmentation from an image folder: the folder beside 'images' inside the source "
+        "that holds one PNG mask of class indices per image, with the image's stem.",
+    )
+    ignore_index: Annotated[int, Field(ge=0, le=65_535)] | None = Field(
+        None, description="Segmentation: the mask value of pixels that count in neither loss nor metrics "
+        "(often 255).",
+    )
 
     @model_validator(mode="after")
     def _splits_leave_training_data(self) -> DataSpec:
@@ -361,7 +382,7 @@ class TrainingSpec(Strict):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     epochs: Annotated[int, Field(ge=1, le=100_000)] = 10
     samples_per_epoch: Annotated[int, Field(ge=1)] | None = None
-    loss: Literal["cross_entropy", "mse", "mae", "bce_with_logits"] = "cross_entropy"
+    loss: Literal["cross_entropy", "mse", "mae", "bce_with_logits", "cross_entropy_dice"] = "cross_entropy"
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
@@ -423,6 +444,13 @@ class PipelineSpec(Strict):
             doc["training"].pop("restarts", None)
         if doc["data"].get("loading") == "auto":  # added within version 1 too: its default hashes as before
             doc["data"].pop("loading", None)
+        if doc["data"].get("mask_folder") == "masks":  # segmentation's fields, added within version 2: their
+            doc["data"].pop("mask_folder", None)  # defaults hash as before they existed
+        if doc["data"].get("ignore_index") is None:
+            doc["data"].pop("ignore_index", None)
+        for key in ("block_size", "vocab_size"):  # added within version 2 (language modelling): unset hashes as before
+            if doc["data"].get(key) is None:
+                doc["data"].pop(key, None)
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

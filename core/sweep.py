@@ -44,9 +44,9 @@ MAX_SWEEP_POINTS = 1000
 MAX_SWEEP_BYTES = 1024 * 1024
 # Not sweepable: one job array has one set of resources and one framework/environment, and the data a
 # run may read is pinned per user before anything is generated.
-FIXED_PATHS = ("training.resources", "training.framework", "data.source", "data.format")
-FIXED_WHY = ("all points of a sweep run as one job array, with one framework, one set of resources and one "
-             "data source")
+FIXED_PATHS = ("training.resources", "training.framework", "training.restarts", "data.source", "data.format")
+FIXED_WHY = ("all points of a sweep run as one job array (one job script), with one framework, one set of "
+             "resources, one restart budget and one data source")
 
 Scalar = bool | int | float | str
 SweepPath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,200}$")]
@@ -64,7 +64,7 @@ class Range(Strict):
 class SweepMetric(Strict):
     """What ranks the points: a key of ``result.json`` (``val_accuracy``, ``val_loss``, ``test_*`` …)."""
 
-    name: Annotated[str, StringConstraints(pattern=r"^(val|test)_[a-z_]{1,40}$")] = "val_accuracy"
+    name: Annotated[str, StringConstraints(pattern=r"^(val|test)_[A-Za-z_]{1,40}$")] = "val_accuracy"
     goal: Literal["max", "min"] = "max"
 
 
@@ -330,8 +330,13 @@ def expand_sweep(spec: PipelineSpec, sweep: SweepSpec) -> SweepPlan:
     return SweepPlan(sweep, spec, points)
 
 
+# what each task's generated program records (its Totals.metrics(), templates/common/_totals.py.j2)
+TASK_METRICS = {"classification": ["loss", "accuracy"], "regression": ["loss", "mse", "mae"],
+                "segmentation": ["loss", "pixel_accuracy", "mIoU"], "language_modeling": ["loss", "accuracy", "perplexity"]}
+
+
 def _metric_problems(spec: PipelineSpec, metric: SweepMetric) -> list[Problem]:
-    names = ["loss", "accuracy"] if spec.data.task == "classification" else ["loss", "mse", "mae"]
+    names = TASK_METRICS[spec.data.task]
     splits = ["val"] + (["test"] if spec.data.test_split > 0 else [])
     valid = [f"{s}_{n}" for s in splits for n in names]
     if metric.name in valid:

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core import datasets
+from core import datasets, segmentation
 from core.block_expansion import Expansion, Origin, expansion
 from core.errors import Problem, SpecError
 from core.ops import REGISTRY, Op, ShapeError, Tensor
@@ -102,17 +102,72 @@ def analyse(spec: PipelineSpec) -> Analysis:
     if not spec.model.blocks:
         result = _Analyser(spec)
         result.run()
+        result.out.problems.extend(tie_problems(result.out, result.preds))
         return result.out
     expanded = expansion(spec)
     result = _Analyser(expanded.spec, expanded.opaque)
     result.run()
     out = result.out
     out.spec, out.flat, out.origins = spec, expanded.spec, expanded.origins
+    out.problems.extend(tie_problems(out, result.preds))
     out.problems[:] = expanded.problems + [_locate(p, expanded) for p in out.problems]
     out.uses = _use_summaries(spec, out, expanded.outputs)
     out.use_outputs = {u: f for u, f in expanded.outputs.items() if u in out.uses}
     out.use_ports = {u: expanded.ports[u] for u in out.use_outputs}
     return out
+
+
+def tie_problems(out: Analysis, preds: dict[str, list[tuple[int | None, int, str]]]) -> list[Problem]:
+    """A ``tie_to`` (a Linear sharing an Embedding's table) must name an Embedding that feeds the node,
+    whose table ``(V, E)`` is the Linear's weight ``(out_features, in_features)``; both outside blocks
+    (a block's class cannot reach a layer of the model around it)."""
+    problems: list[Problem] = []
+    for node in out.nodes.values():
+        target = node.params.get("tie_to")
+        if target is None:
+            continue
+        loc = f"model.nodes[{node.id}].params.tie_to"
+
+        def refuse(message: str, node_id: str = node.id, loc: str = loc, target: str = target, **kw: Any) -> None:
+            problems.append(Problem(loc, message, node=node_id, received=repr(target), **kw))
+
+        if node.id in out.origins:
+            refuse("a Linear inside a block cannot be tied", fix="move the tied head out of the block")
+            continue
+        info = out.nodes.get(target)
+        if info is None or target in out.origins:
+            refuse("names no node of the graph outside a block", expected="the id of an Embedding node",
+                   fix="name the token Embedding whose table this head shares, or clear tie_to")
+            continue
+        if info.op != "Embedding":
+            refuse(f"names a {info.op} node", expected="an Embedding node (its table is the shared weight)",
+                   fix="name the token Embedding, or clear tie_to")
+            continue
+        vocab, width = info.params["num_embeddings"], info.params["embedding_dim"]
+        fin = out.nodes[node.inputs[0]].output.shape[-1] if node.inputs else None
+        if (node.params["out_features"], fin) != (vocab, width):
+            refuse(f"{target}'s table is {vocab}×{width} but this Linear's weight is "
+                   f"{node.params['out_features']}×{fin} (out_features × input width)",
+                   expected=f"out_features {vocab} and an input of width {width}",
+                   fix=f"set out_features to {vocab} and feed it {width} features, or tie another node")
+            continue
+        if not _upstream(node.id, target, preds):
+            refuse(f"{target} does not feed this Linear", expected="an Embedding upstream of the head",
+                   fix="tie the head to the Embedding its input comes from")
+    return problems
+
+
+def _upstream(node_id: str, target: str, preds: dict[str, list[tuple[int | None, int, str]]]) -> bool:
+    """Whether ``target`` is an ancestor of ``node_id``."""
+    seen, stack = {node_id}, [node_id]
+    while stack:
+        for _, _, src in preds.get(stack.pop(), ()):
+            if src == target:
+                return True
+            if src not in seen:
+                seen.add(src)
+                stack.append(src)
+    return False
 
 
 def _locate(problem: Problem, expanded: Expansion) -> Problem:
@@ -407,6 +462,8 @@ class _Analyser:
         if data.task == "regression" and training.loss == "cross_entropy":
             self.problem("training.loss", "cross_entropy needs class labels but data.task is regression",
                          received=training.loss, expected="mse or mae", fix="choose mse/mae or set task to classification")
+        if data.task == "language_modeling":
+            self._language_modeling()
         in_id, out_id = self.out.input_id, self.out.output_id
         data_in = datasets.model_input(data)
         if in_id and in_id in self.out.nodes and data_in is not None:
@@ -421,6 +478,9 @@ class _Analyser:
                              in_id, received=got.dtype, expected=data_in[1])
         if in_id and in_id in self.out.nodes:
             self._augmentation(self.out.nodes[in_id].output)
+        self.problems += segmentation.spec_problems(  # its own module: the task's checks in one place
+            self.spec, self.out.nodes[in_id].output if in_id in self.out.nodes else None,
+            self.out.nodes[out_id].output if out_id in self.out.nodes else None, out_id)
         classes = datasets.num_classes(data)
         if out_id and out_id in self.out.nodes and data.task == "classification" and classes:
             got = self.out.nodes[out_id].output
@@ -430,6 +490,33 @@ class _Analyser:
                              out_id, received=str(got), expected=f"{Tensor(want)} ({classes} classes in {data.source})",
                              fix=f"make the last Linear's out_features {want[0]}")
 
+
+    def _language_modeling(self) -> None:
+        """A language model reads block_size token ids and predicts, at each position, the next of vocab_size."""
+        data, training = self.spec.data, self.spec.training
+        for key, what in (("block_size", "the tokens the model reads at once, e.g. 256"),
+                          ("vocab_size", "the number of token ids, e.g. 256 for byte-level text")):
+            if getattr(data, key) is None:
+                self.problem(f"data.{key}", "is needed for language_modeling", expected=what,
+                             fix=f"set data.{key}")
+        if training.loss != "cross_entropy":
+            self.problem("training.loss", f"{training.loss} cannot train a language model", received=training.loss,
+                         expected="cross_entropy (next-token cross-entropy over every position)",
+                         fix="choose cross_entropy")
+        if data.format not in ("auto", "npy"):
+            self.problem("data.format", "a language model reads a token stream", received=data.format,
+                         expected="auto or npy (a .npy or nanoGPT .bin array of token ids, or a text file read as bytes)",
+                         fix="set data.format to auto")
+        for i, step in enumerate(data.preprocessing):
+            self.problem(f"data.preprocessing[{i}]", f"{step.op} does not apply to a token stream", received=step.op,
+                         fix="remove the step: the token ids go to the model as they are")
+        out_id = self.out.output_id
+        if data.block_size and data.vocab_size and out_id and out_id in self.out.nodes:
+            got, want = self.out.nodes[out_id].output, (data.block_size, data.vocab_size)
+            if got.shape != want:
+                self.problem(f"model.nodes[{out_id}].inputs", "a language model predicts vocab_size scores at every "
+                             "position", out_id, received=str(got), expected=f"{Tensor(want)} (block_size × vocab_size)",
+                             fix=f"end the model in a Linear with out_features {data.vocab_size} on the sequence")
 
     def _augmentation(self, sample: Tensor) -> None:
         """Image augmentations need image samples; noise needs float samples."""

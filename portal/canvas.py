@@ -2,15 +2,18 @@
 and a real network stays readable.
 
 See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
-newer than its last update (the user's zoom and pan stay); a new graph (template, import, undo,
-auto-layout) or a node added from the palette remounts it under a new key with its view fitted
-(the component cannot be told to pan to a new node). A value read back under the current
-key is applied once. :func:`read_event` runs at the top of the page (before anything is drawn from
-the document) and :func:`draw` where the canvas belongs.
+newer than its last update (the user's zoom and pan stay; a node added from the palette is sent with
+the view fitted to the graph, so the new node is in sight: the component cannot be told to pan to one);
+a new graph (template, import, undo, auto-layout) remounts it under a new key with its view fitted. A
+value read back under the current key is applied once. :func:`read_event` runs at the top of the page
+(before anything is drawn from the document) and :func:`fragment` where the canvas belongs: the
+component's answers rerun only the canvas (docs/performance.md has the latencies).
 
-Readable: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``), and the
-smallest zoom keeps that font at 10.5 px on screen, so fitting a big graph stops there (the view
-then shows its middle; the minimap, shown from ``MINIMAP_FROM`` nodes, finds the rest). Only the side
+Readable at any size: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``);
+a graph is laid out so that it fits the canvas at a readable zoom where it can (a long one wrapped
+into columns, skip edges in columns of their own: portal/graph_layout.py), a new graph is fitted
+into view whole, and the smallest zoom (``MIN_ZOOM``) shows a 500-node graph whole (the minimap,
+shown from ``MINIMAP_FROM`` nodes, and the zoom controls sit inside the canvas). Only the side
 form edits a node: the component's own node menu ("Edit Node" wrote raw Markdown into the node and
 bypassed every check) is off.
 
@@ -24,17 +27,23 @@ off too. Deleting goes through the side form: *Delete node*, and ✕ beside a co
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
-from streamlit_flow import StreamlitFlowEdge, StreamlitFlowNode, StreamlitFlowState, streamlit_flow
-from streamlit_flow.layouts import LayeredLayout, ManualLayout
+import streamlit_flow
+from streamlit_flow.layouts import ManualLayout
 
 from portal.editor_state import Editor
-from portal.graph_layout import NODE_FONT_PX, NODE_WIDTH_PX, NODE_X_STEP
 
 CANVAS_HEIGHT = 800
-READABLE_PX = 10.5  # the smallest text size on screen the canvas allows
-MIN_ZOOM = READABLE_PX / NODE_FONT_PX
+MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits the canvas whole
 MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom
+LAYOUT = ManualLayout().__to_dict__()  # ELK "fixed": the positions Python sends
+
+# The component itself (streamlit-flow-component 1.6.1, pinned): its ``streamlit_flow()`` wrapper sends every
+# node and edge with all of its keys, most of them React Flow's defaults (about 1 KB a node; 500 KB for 500
+# nodes, sent again on each of the script runs an edit causes); :func:`payload` sends only what differs.
+_component = streamlit_flow._st_flow_func
 
 
 def read_event(ed: Editor) -> bool:
@@ -42,37 +51,52 @@ def read_event(ed: Editor) -> bool:
     return ed.apply_canvas_value(st.session_state.get(ed.canvas_key))
 
 
-def _flow_state(ed: Editor) -> StreamlitFlowState:
+def payload(ed: Editor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The nodes and edges as the component takes them, without the keys whose value is React Flow's default
+    (hidden, selected, draggable, selectable, connectable, focusable: false/true as React Flow has them).
+    Kept: ``deletable: False`` (React Flow deletes on Backspace by default, see above), the handles' sides
+    (the component's own node types put them left and right without them) and a non-default node type."""
     nodes, edges = ed.canvas_payload()
-    flow_nodes = [
-        StreamlitFlowNode(
-            id=n["id"], pos=(n["position"]["x"], n["position"]["y"]),
-            # not "label": the component replaces the node's (escaped) text with data["label"], raw
-            data={k: v for k, v in n["data"].items() if k != "label"},
-            # a block's input port is its interface: kept on the canvas (portal/editor_blocks.py)
-            # not deletable: the component's keyboard delete would remove it in the browser only (see above)
-            node_type=n.get("type", "default"), selectable=True, connectable=True, deletable=False,
-            style=dict(n["style"]),
-        )
-        for n in nodes
-    ]
-    flow_edges = [
-        StreamlitFlowEdge(id=e["id"], source=e["source"], target=e["target"], edge_type="smoothstep",
-                          deletable=False, focusable=True, marker_end={"type": "arrowclosed"})
-        for e in edges
-    ]
-    return StreamlitFlowState(nodes=flow_nodes, edges=flow_edges, selected_id=ed.selected, timestamp=ed.canvas_ts)
+    flow_nodes = []
+    for n in nodes:
+        node = {"id": n["id"], "position": {"x": n["position"]["x"], "y": n["position"]["y"]},
+                # not "label": the component would show data["label"], the raw label, instead of the escaped text
+                "data": {k: v for k, v in n["data"].items() if k != "label"},
+                "sourcePosition": "bottom", "targetPosition": "top", "deletable": False, "style": dict(n["style"])}
+        if n.get("type", "default") != "default":
+            node["type"] = n["type"]
+        flow_nodes.append(node)
+    flow_edges = [{"id": e["id"], "source": e["source"], "target": e["target"], "type": "smoothstep",
+                   "markerEnd": {"type": "arrowclosed"}, "deletable": False} for e in edges]
+    return flow_nodes, flow_edges
 
 
 def draw(ed: Editor) -> None:
     """Render the canvas under the editor's current key."""
-    state = _flow_state(ed)  # may bump the version (new shapes to show): read the key after it
-    # the browser's layered layout, top to bottom, spaced like Python's own (editor_state.layered_positions)
-    layout = LayeredLayout(direction="down", node_node_spacing=NODE_X_STEP - NODE_WIDTH_PX,
-                           node_layer_spacing=40) if ed.auto_layout else ManualLayout()
-    streamlit_flow(
-        ed.canvas_key, state, height=CANVAS_HEIGHT, fit_view=ed.canvas_fit, show_controls=True,
-        show_minimap=len(state.nodes) >= MINIMAP_FROM, allow_new_edges=True, layout=layout, get_node_on_click=True,
-        get_edge_on_click=False, min_zoom=MIN_ZOOM, enable_pane_menu=False, enable_node_menu=False,
-        enable_edge_menu=False, hide_watermark=True,
+    nodes, edges = payload(ed)  # may bump the timestamp (new shapes to show): read it after
+    _component(
+        nodes=nodes, edges=edges, height=CANVAS_HEIGHT, showControls=True, fitView=ed.canvas_fit,
+        showMiniMap=len(nodes) >= MINIMAP_FROM, style={}, animateNewEdges=False, allowNewEdges=True,
+        layoutOptions=LAYOUT, getNodeOnClick=True, getEdgeOnClick=False, panOnDrag=True, allowZoom=True,
+        minZoom=MIN_ZOOM, enableNodeMenu=False, enablePaneMenu=False, enableEdgeMenu=False, hideWatermark=True,
+        key=ed.canvas_key, timestamp=ed.canvas_ts, component="streamlit_flow",
     )
+
+
+def _page_view(ed: Editor) -> tuple[Any, ...]:
+    """What the page outside the canvas shows of the editor: when a canvas event changes it, the whole page runs."""
+    return ed.rev, ed.selected, tuple(n.id for n in ed.notices), ed.canvas_version
+
+
+@st.fragment
+def fragment(ed: Editor) -> None:
+    """The canvas as a fragment: what the component sends reruns only this, not the page.
+
+    The component answers every state Python sends twice (when it takes it, and after its layout ran),
+    each answer a script run: as a fragment, such an answer (which changes nothing) and a drag (positions
+    only) run this function alone. An event that changes what the rest of the page shows (a connection:
+    the side form's inputs, the validation; a click: the side form) reruns the whole page."""
+    before = _page_view(ed)
+    if read_event(ed) and _page_view(ed) != before:
+        st.rerun()
+    draw(ed)

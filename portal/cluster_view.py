@@ -135,6 +135,7 @@ def frameworks_section(settings: Settings, user: str) -> list[Any] | None:
 
 
 def selector_section(ed: Editor, settings: Settings, executors: Any, reports: list[Any] | None, user: str) -> None:
+    from schedulers.estimate import span_words
     from schedulers.launch import plan
     from schedulers.selector import duration_words
 
@@ -168,9 +169,14 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
         "speed from": {"measured": "calibration job", "model": "MACs model"}.get(c.speed_source, "–"),
         "expected wait": duration_words(c.wait_s) if c.wait_s is not None else ("unknown" if c.finish_s else "–"),
         "time to result": duration_words(c.finish_s) if c.finish_s is not None else "–",
+        "could be": span_words(c.low_s, c.high_s) if c.low_s is not None and c.high_s is not None else "–",
+        **{name: duration_words((c.estimate or {}).get(part) or 0).lstrip("~") if c.estimate else "–"
+           for name, part in (("start-up", "startup_s"), ("training", "train_s"), ("validation", "val_s"))},
         "why": c.reason} for c in sel.candidates]), hide_index=True)
-    st.caption("Speeds come from calibration jobs of this pipeline (`python -m flowtrain calibrate SPEC`) or, "
-               "until one has run, from the MACs model; see docs/selector.md.")
+    st.caption("Time to result = wait + start-up + training + validation + checkpoints and the end of the run. "
+               "Speeds come from calibration jobs of this pipeline (`python -m flowtrain calibrate SPEC`) or "
+               "completed runs, else from the MACs model learned from your other pipelines' measurements; "
+               "*could be* is the estimate's uncertainty. See docs/selector.md.")
 
 
 def page(ed: Editor, settings: Settings, user: str) -> None:

@@ -118,7 +118,7 @@ def page(ed: Editor, user: str) -> None:
                 failures[fw] = why or "generation failed"
             else:
                 programs[fw] = files
-    first = ("train.py", "model.py", "data.py", "runtime.py")
+    first = ("train.py", "model.py", "devices.py", "data.py", "runtime.py", "loop.py")
     names = sorted({n for files in programs.values() for n in files},
                    key=lambda n: (first.index(n) if n in first else len(first), n))
     if names:

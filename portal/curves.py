@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-CURVE_METRICS = ("loss", "accuracy", "mse", "mae")
+# every metric a task records (its Totals.metrics() in the generated runtime.py): segmentation its pixel accuracy
+# and mean IoU, a language model its token accuracy and perplexity
+CURVE_METRICS = ("loss", "accuracy", "mIoU", "pixel_accuracy", "perplexity", "mse", "mae")
 
 
 def curve_rows(records: list[dict[str, Any]], run: str = "") -> list[dict[str, Any]]:

@@ -33,8 +33,14 @@ def wanted(data: Mapping[str, Any]) -> str:
     resize = next((s.get("size") for s in steps if s.get("op") == "resize"), None)
     text = next((s.get("column") for s in steps if s.get("op") == "tokenize"), None)
     shape = data.get("input_shape")
+    if data.get("task") == "language_modeling":
+        return (f"a token stream: a .npy array of token ids, nanoGPT's uint16 .bin, or a text file read byte by byte "
+                f"(ids below {data.get('vocab_size')}, read in blocks of {data.get('block_size')} tokens)")
+    segmenting = data.get("task") == "segmentation"
     if fmt == "image_folder":
-        out = "a folder with one sub-folder of images (PNG or JPEG) per class"
+        out = (f"a folder with images/ (PNG or JPEG) and {data.get('mask_folder') or 'masks'}/ (a PNG mask of class "
+               "indices per image, same stem)" if segmenting
+               else "a folder with one sub-folder of images (PNG or JPEG) per class")
         if classes:
             out += f" ({classes} classes)"
         if resize:
@@ -49,10 +55,11 @@ def wanted(data: Mapping[str, Any]) -> str:
         if classes:
             out += f" ({classes} classes)"
         return out
+    labels = "masks (N, H, W) of class indices" if segmenting else "labels"
     if fmt == "npz":
-        return f"an .npz file with the samples and the '{target}' array"
+        return f"an .npz file with the samples and the '{target}' array" + (f" of {labels}" if segmenting else "")
     if fmt == "npy":
-        return f"an .npy array of the samples with y.npy (or {target}.npy) beside it"
+        return f"an .npy array of the samples with y.npy (or {target}.npy) of its {labels} beside it"
     if fmt == "webdataset":
         return "a folder of WebDataset tar shards (shard-000000.tar, … holding KEY.jpg and KEY.cls)"
     return f"a CSV, Parquet or .npz file with the label '{target}', or a folder with one sub-folder of images per class"
@@ -74,7 +81,11 @@ def data_problem(data: Mapping[str, Any], roots: Sequence[Path], builtin_dataset
         resolve_source(source, roots)
     except ProbeError as err:
         where = ", ".join(str(r) for r in roots) or "none configured"
-        return Problem(SOURCE, f"needs your data: {source!r} is not under your data roots ({where})",
+        # say which it is: nothing there yet (inside a root or not), or a place outside the roots
+        why = (f"there is nothing at {source!r} yet (your data roots: {where})" if " not found " in str(err)
+               else f"{source!r} is not under your data roots ({where})" if "outside the data roots" in str(err)
+               else str(err))
+        return Problem(SOURCE, f"needs your data: {why}",
                        received=str(err), expected=wanted(data),
                        fix="put the data under a data root and choose it under 'File under my data roots'"
                            + (", or choose a built-in dataset" if builtin_datasets else ""))

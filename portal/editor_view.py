@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import streamlit as st
 
@@ -16,6 +16,7 @@ from core.errors import FlowTrainError, Problem
 from core.frameworks import FRAMEWORKS
 from core.load import MAX_SPEC_BYTES, spec_from_json
 from core.ops import REGISTRY
+from core.spec import Task
 from portal import (
     blocks_view,
     canvas,
@@ -24,14 +25,15 @@ from portal import (
     drafts_view,
     example_data_view,
     limits,
+    onnx_upload,
     resource_view,
+    start_weights,
     users,
 )
 from portal.data_steps import new_step, step_catalogue
 from portal.editor_blocks import bound_to, is_port, use_params
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, step_field_widget, wkey
-from portal.onnx_upload import import_onnx_upload
 from portal.session import reset_widgets
 from portal.spec_export import export_document, strip_problems
 from schedulers.accounting import Accounting
@@ -46,9 +48,10 @@ PATH_TOPIC = "data.path"  # why a data path was refused
 MAX_FILES_LISTED = 300
 FAMILY_TITLES = {"io": "Input / output", "conv": "Convolution", "pool": "Pooling", "dense": "Dense",
                  "activation": "Activation", "norm": "Normalisation", "dropout": "Dropout", "shape": "Shape",
-                 "merge": "Merge", "recurrent": "Recurrent", "attention": "Attention", "embedding": "Embedding"}
+                 "merge": "Merge", "recurrent": "Recurrent", "attention": "Attention", "embedding": "Embedding",
+                 "tokens": "Tokens (vision transformers)", "resize": "Resize"}
 FAMILY_ORDER = ["io", "conv", "pool", "dense", "activation", "norm", "dropout", "shape", "merge", "recurrent",
-                "attention", "embedding"]
+                "attention", "embedding", "tokens", "resize"]
 
 
 def _after_replace(ed: Editor) -> None:
@@ -106,16 +109,6 @@ def _import(ed: Editor, key: str, settings: Settings, user: str) -> None:
         _forget_template_choice()
 
 
-def _import_onnx(ed: Editor, settings: Settings, user: str) -> None:
-    upload = st.session_state.get(f"toolbar.onnx.{ed.imports}")
-    if upload is None:
-        return
-    ed.imports += 1  # a new, empty uploader after each import (the same file again is a new import)
-    if import_onnx_upload(ed, upload.name, upload.size, upload.getvalue, settings, user):
-        _after_replace(ed)
-        _forget_template_choice()
-
-
 def _undo(ed: Editor) -> None:
     if ed.undo():
         _after_replace(ed)
@@ -166,11 +159,7 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     with c3:
         st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,),
               help="A blank pipeline in this draft (undo brings this one back); 'New draft' keeps it as a draft.")
-    st.file_uploader("Import ONNX (a published model and its weights)", type=["onnx"],
-                     key=f"toolbar.onnx.{ed.imports}", on_change=_import_onnx, args=(ed, settings, user),
-                     max_upload_size=limits.MAX_ONNX_UPLOAD_MB,
-                     help="Becomes the pipeline; its weights are saved under your first data root and every "
-                          "framework's program starts from them (training.init_weights).")
+    onnx_upload.import_form(ed, settings, user)
     notices(ed, "toolbar")
 
 
@@ -389,7 +378,7 @@ def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None =
             field_input(ed, "data", ("batch_size",), "Batch size", min_value=1, max_value=1_048_576)
             field_input(ed, "data", ("validation_split",), "Validation split", kind="float", min_value=0.0,
                         max_value=0.99, step=0.05)
-            field_input(ed, "data", ("task",), "Task", kind="select", options=["classification", "regression"])
+            field_input(ed, "data", ("task",), "Task", kind="select", options=list(get_args(Task)))
             field_input(ed, "data", ("target",), "Target column / key", kind="str")
         with b:
             field_input(ed, "data", ("num_workers",), "Loader workers", min_value=0, max_value=256)
@@ -397,7 +386,18 @@ def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None =
                         step=0.05)
             field_input(ed, "data", ("num_classes",), "Classes (0 = detect)", kind="optional_int")
             field_input(ed, "data", ("input_shape",), "Model input shape (empty = from data)", kind="ints")
+        if data.get("task") == "language_modeling":  # a token stream read in windows (core/token_stream.py)
+            c, d = st.columns(2)
+            field_input(ed, "data", ("block_size",), "Block size (tokens read at once)", kind="optional_int",
+                        container=c)
+            field_input(ed, "data", ("vocab_size",), "Vocabulary size (256 for text bytes)", kind="optional_int",
+                        container=d)
         field_input(ed, "data", ("shuffle",), "Shuffle every epoch", kind="bool")
+        if data.get("task") == "segmentation":  # segmentation's own fields (docs/segmentation.md)
+            c, d = st.columns(2)
+            field_input(ed, "data", ("mask_folder",), "Mask folder (beside images/)", kind="str", container=c)
+            field_input(ed, "data", ("ignore_index",), "Ignore index (0 = none)", kind="optional_int", container=d,
+                        max_value=65_535)
         if data.get("size"):
             st.caption(f"Detected size: {data['size']:,} samples; sample shape "
                        f"{'×'.join(map(str, data.get('sample_shape') or [])) or 'unknown'}")
@@ -575,8 +575,9 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         blocks_view.block_bar(ed)
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
-        canvas.draw(ed)
+        canvas.fragment(ed)  # the component's answers rerun only the canvas
         validation(ed, need, settings)
+        start_weights.ask_to_drop(ed)
 
 
 # --------------------------------------------------------------------------- training layer
@@ -613,6 +614,7 @@ def account_fields(ed: Editor, settings: Settings) -> None:
 def training_layer(ed: Editor, settings: Settings) -> None:
     st.subheader("3 · Training layer", anchor="training-layer")
     notices(ed, "training")
+    start_weights.status(ed)
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         st.markdown("**Compute**")
@@ -637,7 +639,7 @@ def training_layer(ed: Editor, settings: Settings) -> None:
     with c3:
         st.markdown("**Loss and optimizer**")
         field_input(ed, "training", ("loss",), "Loss", kind="select",
-                    options=["cross_entropy", "mse", "mae", "bce_with_logits"])
+                    options=["cross_entropy", "mse", "mae", "bce_with_logits", "cross_entropy_dice"])
         field_input(ed, "training", ("label_smoothing",), "Label smoothing", kind="float", min_value=0.0,
                     max_value=0.99, step=0.05)
         field_input(ed, "training", ("optimizer", "name"), "Optimizer", kind="select", options=["sgd", "adam", "adamw"])

@@ -107,6 +107,8 @@ def _on_param(ed: Editor, node_id: str, prm: Param, key: str) -> None:
     try:
         if prm.kind in ("int_pair", "padding", "shape", "ints") or (prm.optional and prm.kind in ("int", "float")):
             value = parse_param(prm, str(value))
+        elif prm.kind == "node":  # a node id (a tied head's Embedding); empty clears it
+            value = str(value).strip() or None
         elif prm.kind == "int":
             value = int(value)
             _in_range(value, prm.minimum, prm.maximum, "an integer")
@@ -163,7 +165,7 @@ def _float_step(value: float) -> float:
 
 def _placeholder(prm: Param) -> str:
     return {"int_pair": "3  or  3, 5", "padding": "1, [1, 2], same or valid", "shape": "e.g. 1, 28, 28",
-            "ints": "e.g. 1, 2"}.get(prm.kind, "empty = default" if not prm.required else "")
+            "ints": "e.g. 1, 2", "node": "a node id, e.g. wte"}.get(prm.kind, "empty = default" if not prm.required else "")
 
 
 # --------------------------------------------------------------------------- spec fields (data and training layers)

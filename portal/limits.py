@@ -7,14 +7,18 @@
   with :class:`Busy`, never queued. Some kinds also have a cap over all users (:data:`AT_ONCE`):
   at most that many ONNX imports run in the portal at a time, whoever asks.
 - :data:`ONNX_FOLD`: what folding one uploaded model's constants may cost (the keywords of
-  :class:`core.onnx_import.FoldBudget`; an upload holds at most :data:`MAX_ONNX_UPLOAD_MB` of weights, so
-  a few hundred MB of folded constants is generous; the command line's default budget is larger); the
-  import runs in a subprocess limited to :data:`ONNX_IMPORT_MEMORY_BYTES` of address space and
-  :data:`ONNX_IMPORT_TIMEOUT_S` seconds (:mod:`core.onnx_import.bounded`).
-- :data:`MAX_UPLOAD_MB`: a spec upload (the server refuses bigger requests: ``--server.maxUploadSize``
-  in scripts/portal.sh and ``.streamlit/config.toml``; the import checks again).
-- :data:`MAX_ONNX_UPLOAD_MB`: an ONNX model uploaded to the editor's Import ONNX (checked before it is
-  read); it cannot exceed the server's limit, so larger models are imported with ``import-onnx``.
+  :class:`core.onnx_import.FoldBudget`; a few hundred MB of folded constants is generous; the command
+  line's default budget is larger); the import runs in a subprocess limited to
+  :data:`ONNX_IMPORT_MEMORY_BYTES` of address space plus five times the model, and
+  :data:`ONNX_IMPORT_TIMEOUT_S` seconds plus one per 5 MB of the model (:func:`onnx_import_bounds`,
+  :mod:`core.onnx_import.bounded`).
+- :data:`MAX_UPLOAD_MB`: a spec upload (its uploader refuses bigger files; the import checks again).
+  An ONNX model may be larger: the site's ``[portal] max_onnx_upload_mb`` (default 2 GB), sent in pieces
+  to the portal's own upload route and written to disk (:mod:`portal.upload_store`), never held in memory;
+  larger models are imported with ``import-onnx``. Streamlit's own uploaders (which hold an upload in
+  memory) are limited by the server to :data:`MAX_TRY_UPLOAD_MB` (``.streamlit/config.toml``).
+- :data:`MAX_TRY_UPLOAD_MB`: the inputs of one "Try the model" on a run's page, all files together
+  (a few images or arrays; ``python -m flowtrain predict`` takes inputs of any size, streamed).
 - :data:`MAX_DOWNLOAD_BYTES`: Streamlit's download button holds a file in the portal's memory while
   it is served (Streamlit 1.67 converts every download to bytes, a deferred callable's result
   included: nothing is streamed), so files and zips larger than this are not offered in the browser;
@@ -32,16 +36,22 @@ from core.errors import FlowTrainError
 from core.load import MAX_SPEC_BYTES
 
 MAX_UPLOAD_MB = MAX_SPEC_BYTES // (1024 * 1024)
-MAX_ONNX_UPLOAD_MB = MAX_UPLOAD_MB  # the server's limit (scripts/portal.sh, .streamlit/config.toml)
-MAX_ONNX_UPLOAD_BYTES = MAX_ONNX_UPLOAD_MB * 1024 * 1024
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
+MAX_TRY_UPLOAD_MB = 50
 
 KIND_WORDS = {"equivalence": "An equivalence check", "probe": "A probe", "example_data": "An example-data generation",
-              "onnx_import": "An ONNX import"}
+              "onnx_import": "An ONNX import", "predict": "A prediction"}
 AT_ONCE = {"onnx_import": 2}  # kind → the most running at a time in this portal, all users together
 ONNX_FOLD = {"max_elements": 2**25, "max_total_bytes": 2**29, "max_seconds": 30.0, "max_macs": 2**31}
 ONNX_IMPORT_MEMORY_BYTES = 2 * 2**30  # the import's subprocess: its address space (RLIMIT_AS)
 ONNX_IMPORT_TIMEOUT_S = 120.0
+
+
+def onnx_import_bounds(size: int) -> tuple[int, float]:
+    """The address space and seconds an import of a ``size``-byte model may take. The subprocess holds the
+    file's bytes, the parsed model, its arrays and the canonical weights at once: a 513 MB model needed
+    between 2.5 and 3 GiB (4x the model was refused), and 44 s on a loaded 2-core machine."""
+    return ONNX_IMPORT_MEMORY_BYTES + 5 * size, ONNX_IMPORT_TIMEOUT_S + size / (5 * 2**20)
 
 
 class Busy(FlowTrainError):

@@ -7,8 +7,9 @@ into the new run's folder after the program is written there and before the job 
 (:func:`seed`, the ``before_submit`` step of :func:`schedulers.launch.launch`). The program accepts it only when it was written for the same spec (its hash) and
 framework: a resume uses both of the stopped run.
 
-Which files make a checkpoint, and which one marks it complete, is read from the run's own
-``train.py`` (``CHECKPOINT_FILES``), so this module repeats no template's fact.
+Which files make a checkpoint, and which one marks it complete, is read from the run's own program
+(``CHECKPOINT_FILES`` in ``train.py``, or ``devices.py`` where the keras program keeps its checkpoint
+format), so this module repeats no template's fact.
 """
 
 from __future__ import annotations
@@ -31,10 +32,22 @@ class Checkpoint:
     files: tuple[Path, ...]  # in the order the program writes them; the last marks it complete
 
 
-def checkpoint_suffixes(program: Path) -> tuple[str, ...] | None:
-    """``CHECKPOINT_FILES`` of a generated ``train.py`` (e.g. ``(".pt",)``), or None when it has none."""
+PROGRAM_FILES = ("train.py", "devices.py")  # where a generated program may declare CHECKPOINT_FILES
+
+
+def checkpoint_suffixes(program_dir: Path) -> tuple[str, ...] | None:
+    """``CHECKPOINT_FILES`` of the generated program in ``program_dir`` (e.g. ``(".pt",)``), or None when
+    none of its :data:`PROGRAM_FILES` declares them."""
+    for name in PROGRAM_FILES:
+        found = _declared_suffixes(program_dir / name)
+        if found is not None:
+            return found
+    return None
+
+
+def _declared_suffixes(module: Path) -> tuple[str, ...] | None:
     try:
-        tree = ast.parse(program.read_text(encoding="utf-8"))
+        tree = ast.parse(module.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:
@@ -51,7 +64,7 @@ def checkpoint_suffixes(program: Path) -> tuple[str, ...] | None:
 
 def last_checkpoint(run_dir: Path) -> Checkpoint | None:
     """The newest complete checkpoint of a run (its files all present), or None."""
-    suffixes = checkpoint_suffixes(run_dir / "train.py")
+    suffixes = checkpoint_suffixes(run_dir)
     folder = run_dir / CHECKPOINTS
     if suffixes is None or not folder.is_dir():
         return None

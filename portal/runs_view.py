@@ -25,11 +25,13 @@ from core.frameworks import FRAMEWORKS
 from portal import data_needs, limits, sweeps_view, users
 from portal.curves import curve_rows, last_values, metrics_present, progress
 from portal.editor_state import Editor
-from portal.resume import Checkpoint, last_checkpoint, lineage, seed
+from portal.resume import Checkpoint, last_checkpoint, lineage, resumed_from, seed
+from portal.run_compare import compare_row, headline, legend
+from portal.try_model import try_section
 from schedulers.accounting import record_words
 from schedulers.base import RunState, SchedulerError
 from schedulers.model_export import ExportWorker
-from schedulers.reconcile import cancel_run, fetch_accounting, reconcile
+from schedulers.reconcile import cancel_run, fetch_accounting, reconcile, restart_tally
 from schedulers.registry.records import ReconcileReport, Run, RunNotFound
 from schedulers.registry.runs import RunRegistry
 from settings import Settings
@@ -154,16 +156,21 @@ def submit_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
 # --------------------------------------------------------------------------- list
 
 
-def runs_table(runs: list[Run]) -> None:
+def runs_table(runs: list[Run], registry: RunRegistry) -> None:
+    def metric(r: Run) -> str:
+        head = headline(registry.metrics(r.id, event="epoch")) if r.metrics_count else None
+        return head.cell() if head is not None else "–"
+
     rows = [{
-        "run": r.id, "name": r.name, "state": r.state.value,
+        "run": r.id, "name": r.name, "state": r.state.value, "metric": metric(r),
         "framework": r.framework, "scheduler": r.scheduler, "partition": r.partition or "–",
         "duration": duration(r.duration), "restarts": r.restarts,
         "exit": "–" if r.exit_code is None and r.signal is None else (
             f"signal {r.signal}" if r.signal is not None else str(r.exit_code)),
         "created": when(r.created), "sweep": f"{r.sweep_id} #{r.sweep_point}" if r.sweep_id else "–",
     } for r in runs]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"metric": st.column_config.TextColumn(width="medium")})  # "val accuracy 0.9123"
 
 
 # --------------------------------------------------------------------------- detail
@@ -291,7 +298,8 @@ def _live(registry: RunRegistry, executors: Any, run_id: str, user: str, was_fin
     c[1].metric("Scheduler", run.scheduler if run.scheduler == "local" else f"{run.scheduler}/{run.partition}")
     c[2].metric("Duration", duration(run.duration))
     c[3].metric("Epoch", f"{epoch}/{epochs}" if epochs else str(epoch))
-    c[4].metric("Restarts", run.restarts)
+    used, budget = restart_tally(registry, run)  # within the budget of training.restarts, as `status` says
+    c[4].metric("Restarts", f"{used}/{budget}" if budget else str(run.restarts))
     # the job id in full (a metric cuts a long one off), and where the run's files are
     st.caption(f"Job {run.job_id or '– (not submitted)'} · {when(run.created)} · folder {run.run_dir}"
                + (f" · {speed:,.0f} samples/s (last logged)" if speed else ""))
@@ -372,9 +380,15 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
     final = run.is_final
     live = st.fragment(run_every=None if final else REFRESH_S)(_live)
     live(registry, executors, run_id, user, final)
-    family = lineage(run, runs)  # a resumed run and the run it went on from name each other
+    family = lineage(run, runs)  # a resumed run and the run it went on from name each other, linked both ways
     if family:
         st.caption(family)
+        parent = resumed_from(run.run_dir)
+        kin = ([parent[0]] if parent is not None and parent[0] in by_id else []) + [
+            r.id for r in runs if r.id != run.id and (resumed_from(r.run_dir) or ("",))[0] == run.id]
+        for col, other in zip(st.columns(max(len(kin), 1) + 2)[:len(kin)], kin, strict=False):
+            col.button(("↑ Parent " if parent and other == parent[0] else "↓ Resumed as ") + other,
+                       key=f"runs.kin.{other}", on_click=st.session_state.__setitem__, args=("runs.selected", other))
     # a stopped run with a checkpoint can go on from it (see portal/resume.py)
     ckpt = last_checkpoint(run.run_dir) if final and run.state != RunState.COMPLETED else None
     a, b, d, c, _ = st.columns([1, 1, 1.4, 1, 1.6])
@@ -397,11 +411,21 @@ def detail_section(ed: Editor, settings: Settings, user: str, registry: RunRegis
         y.button("Keep it running", key="runs.cancel_no", on_click=st.session_state.pop, args=(CONFIRM_CANCEL, None))
     st.markdown("#### Artifacts")
     artifacts_section(registry, registry.get(run_id, user))
+    try_section(registry, run_id, user)  # completed runs only
+
+
+def _planned_epochs(registry: RunRegistry, run_id: str) -> int | None:
+    """The epochs the run's spec asked for (``None`` when its spec cannot be read)."""
+    try:
+        return int(registry.get(run_id).spec().training.epochs)
+    except (FlowTrainError, ValueError):
+        return None
 
 
 def compare_section(registry: RunRegistry, runs: list[Run], selected: str | None = None) -> None:
-    """Curves of several runs; starts with the selected run and the newest other one (of the same
-    pipeline when there is one), runs named by pipeline and time."""
+    """A table of several runs (name, framework, scheduler, epochs, final and best headline metric, duration,
+    samples/s) and their curves; starts with the selected run and the newest other one (of the same
+    pipeline when there is one); each run named ``name · framework · short id`` in the legends."""
     st.subheader("Compare runs")
     with_metrics = [r for r in runs if r.metrics_count]
     ids = [r.id for r in with_metrics]
@@ -417,12 +441,18 @@ def compare_section(registry: RunRegistry, runs: list[Run], selected: str | None
         st.caption("Choose two or more runs with metrics.")
         return
     split = st.radio("Split", ["val", "train"], horizontal=True, key="runs.compare_split")
-    labels = {rid: run_label(by_id[rid]) for rid in chosen}
-    if len(set(labels.values())) < len(labels):  # two runs of one pipeline in the same second
-        labels = {rid: f"{label} · {rid}" for rid, label in labels.items()}
+    labels = {rid: legend(by_id[rid].name, by_id[rid].framework, rid) for rid in chosen}
+    if len(set(labels.values())) < len(labels):  # two runs whose ids share their random tail
+        labels = {rid: f"{by_id[rid].name} · {by_id[rid].framework} · {rid}" for rid in chosen}
+    records = {rid: registry.metrics(rid) for rid in chosen}
+    table = [compare_row(by_id[rid], records[rid], _planned_epochs(registry, rid), duration(by_id[rid].duration))
+             for rid in chosen]
+    for row, rid in zip(table, chosen, strict=True):
+        row["run"] = labels[rid]
+    st.table(pd.DataFrame(table).set_index("run"))  # a few rows, as text (legible, and found by a search)
     rows = []
     for rid in chosen:
-        rows += [r for r in curve_rows(registry.metrics(rid), run=labels[rid]) if r["split"] == split]
+        rows += [r for r in curve_rows(records[rid], run=labels[rid]) if r["split"] == split]
     metrics = metrics_present(rows)
     cols = st.columns(max(len(metrics), 1))
     for col, metric in zip(cols, metrics, strict=False):
@@ -453,7 +483,7 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     if not runs:
         st.caption("No runs yet: submit the pipeline above.")
         return
-    runs_table(runs)
+    runs_table(runs, registry)
     sweeps_view.sweeps_section(registry, executors, user)
     st.divider()
     detail_section(ed, settings, user, registry, executors, runs)

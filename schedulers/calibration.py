@@ -15,6 +15,7 @@ one after another: jobs measured side by side on shared nodes would slow each ot
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -24,10 +25,17 @@ from typing import Any, Protocol
 from core.errors import FlowTrainError
 from core.spec import PipelineSpec
 from core.validate import Analysis
-from schedulers.base import Executor, JobRequest, Resources, SchedulerError
+from schedulers.base import Executor, JobRequest, JobStatus, Resources, SchedulerError
 from schedulers.registry.files import read_result, tail_file
 from schedulers.selector import Candidate, Selection
-from schedulers.speed import Measurement, SpeedCache, speed_key, stale_reason, train_macs_per_sample
+from schedulers.speed import (
+    Measurement,
+    SpeedCache,
+    speed_key,
+    stale_reason,
+    train_conv_macs_per_sample,
+    train_macs_per_sample,
+)
 from settings import Settings
 
 
@@ -40,6 +48,7 @@ class ExecutorSource(Protocol):
 
 
 JOB_PREFIX = "ft-calibrate"
+MAX_STEPS = 400  # the most steps the window ([selector] window_s) may ask for
 POLL_S = 0.5
 RESULT_FILE = "calibration.json"
 REQUIRED = ("samples_per_s", "step_s", "startup_s", "train_samples")
@@ -108,7 +117,8 @@ def calibrate_selection(
             result = CalibrationResult(c.framework, c.partition, c.environment or "", "cached", cached.job_id,
                                        cached.samples_per_s, cached.step_s, "a fresh measurement is cached")
         else:
-            say(f"calibrating {c.framework} on {c.partition} ({settings.selector.steps} steps)…")
+            steps = timed_steps(c.estimate, settings.selector.steps, settings.selector.window_s)
+            say(f"calibrating {c.framework} on {c.partition} ({steps} steps)…")
             try:
                 m = run_calibration(spec, analysis, c, key, selection.resources, scheduler=scheduler,
                                     executors=executors, settings=settings)
@@ -128,6 +138,19 @@ def _result_words(r: CalibrationResult) -> str:
     if r.outcome == "failed":
         return f"{r.framework} on {r.partition}: calibration failed: {r.detail}"
     return f"{r.framework} on {r.partition}: {r.samples_per_s:,.0f} samples/s ({r.outcome}, job {r.job_id})"
+
+
+def timed_steps(estimate: dict[str, Any] | None, steps: int, window_s: float) -> int:
+    """The steps a calibration job times: the setting's ``steps``, or more where the candidate's ``estimate``
+    before calibration says they would take under ``window_s`` (``[selector] window_s``; at most :data:`MAX_STEPS`). On a shared node
+    the load swings within seconds: ten keras steps of the MNIST CNN took 1.5 s and their step time came
+    out anywhere from 0.15 to 0.45 s in consecutive jobs, and a run then averaged 0.31 s; a window of ten
+    seconds averages the swings as a run does."""
+    planned = (estimate or {}).get("counts", {}).get("steps")
+    if not planned or not (estimate or {}).get("train_s"):
+        return steps
+    per_step = estimate["train_s"] / planned  # type: ignore[index]
+    return min(max(steps, math.ceil(window_s / max(per_step, 1e-6))), max(MAX_STEPS, steps))
 
 
 def run_calibration(
@@ -155,8 +178,10 @@ def run_calibration(
         run_dir=folder, name=f"{JOB_PREFIX}-{spec.name}", framework=c.framework,
         resources=replace(resources, partition=None if scheduler == "local" else c.partition,
                           time_limit_min=sel.time_limit_min),
-        args=("--calibrate", str(sel.steps)), module=c.module, modulepath=c.modulepath, python=c.python,
+        args=("--calibrate", str(timed_steps(c.estimate, sel.steps, sel.window_s))), module=c.module,
+        modulepath=c.modulepath, python=c.python,
     )
+    submitted = time.time()
     job_id = executor.submit(request)
     start_by = time.monotonic() + sel.queue_wait_s
     end_by = start_by + sel.time_limit_min * 60 + 60
@@ -173,6 +198,7 @@ def run_calibration(
                       else f"had not ended after its {sel.time_limit_min} min time limit")
             raise CalibrationFailed(f"job {job_id} on {c.partition} {waited}: cancelled")
         time.sleep(POLL_S)
+    ended = time.time()
     try:
         doc = read_result(folder / RESULT_FILE)
     except (ValueError, OSError) as exc:
@@ -190,8 +216,31 @@ def run_calibration(
         partition=c.partition, hardware=c.hardware, scheduler=scheduler, job_id=str(job_id),
         measured_at=time.time(), samples_per_s=float(doc["samples_per_s"]), step_s=float(doc["step_s"]),
         startup_s=float(doc["startup_s"]), train_samples=int(doc["train_samples"]),
-        macs_per_sample=train_macs_per_sample(analysis), doc=doc,
+        macs_per_sample=train_macs_per_sample(analysis), doc=doc, **whole_run_terms(doc, status, submitted, ended),
+        params=analysis.total_params, batch_size=spec.data.batch_size,
+        conv_macs_per_sample=train_conv_macs_per_sample(analysis),
     )
+
+
+def whole_run_terms(doc: dict[str, Any], status: JobStatus, submitted: float, seen_ended: float) -> dict[str, Any]:
+    """The calibration job's other terms of a whole run (schedulers/estimate.py): what its program timed
+    (a validation pass, a checkpoint, the final model; absent from programs older than these figures) and
+    the launch: the job's time from start to end less the program's own clock (the interpreter, the
+    framework's import, the process's exit), where the scheduler says when the job started."""
+    terms: dict[str, Any] = {"warmup_s": _number(doc, "warmup_s"), "val_s": _number(doc, "val_s"),
+                             "val_samples": int(doc.get("val_samples") or 0),
+                             "checkpoint_s": _number(doc, "checkpoint_s"), "end_s": _number(doc, "end_s")}
+    elapsed = _number(doc, "elapsed")
+    began = status.started if status.started else submitted
+    finished = status.ended if status.ended else seen_ended
+    if elapsed is not None and finished > began:
+        terms["launch_s"] = max(finished - began - elapsed, 0.0)
+    return terms
+
+
+def _number(doc: dict[str, Any], name: str) -> float | None:
+    value = doc.get(name)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def failures(results: Sequence[CalibrationResult]) -> str:

@@ -26,8 +26,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.errors import SpecError
 from core.spec import PipelineSpec
+from core.token_stream import token_stream_problems
 from core.validate import Analysis, validate
+from core.weights import init_weight_problems
 from schedulers.base import Executor, JobRequest, SchedulerError
 from schedulers.discovery import EnvironmentReport, discover
 from schedulers.local import LocalExecutor
@@ -143,9 +146,18 @@ def check(spec: PipelineSpec, user: str, settings: Settings, spec_dir: Path | No
     """Pin the spec for ``user`` (:func:`schedulers.pinning.pin_run`: a path outside the user's roots, or a
     folder source's member linked outside them, is a
     :class:`~core.errors.SpecError` before anything is created), then validate it: the one validation
-    of a submission. ``spec_dir``: the spec file's folder, where ``training.init_weights`` may lie."""
+    of a submission, with the starting weights' shapes checked against the graph (every misfit node named in
+    one problem), and a language model's token stream against its block and vocabulary size. ``spec_dir``: the
+    spec file's folder, where ``training.init_weights`` may lie."""
     pinned = pin_run(spec, user, settings, spec_dir)
-    return Checked(pinned, validate(pinned), user)
+    analysis = validate(pinned)
+    misfit = init_weight_problems(analysis, pinned.training.init_weights)  # before any job, never a traceback in one
+    data = pinned.data
+    if data.task == "language_modeling" and data.block_size and data.vocab_size:  # a short file, an id ≥ vocab
+        misfit += token_stream_problems(data.source, data.block_size, data.vocab_size)
+    if misfit:
+        raise SpecError(misfit)
+    return Checked(pinned, analysis, user)
 
 
 def plan(

@@ -130,7 +130,8 @@ class ExportWorker:
     """A daemon thread that runs :func:`export_pending` when it starts, whenever it is woken, and every
     ``interval_s`` besides (runs completed by another process): the portal's pages wake it and go on.
 
-    ``export`` is what it runs (default :func:`export_pending`); an error of the registry itself (not
+    ``export`` is what it runs (default :func:`schedulers.tracking.after_completion`: the pending
+    exports, then the pending MLflow logging); an error of the registry itself (not
     of an export, which is recorded per run) is kept in :attr:`last_error` for a page to show.
     """
 
@@ -139,7 +140,7 @@ class ExportWorker:
         self.registry = registry
         self.interval_s = interval_s
         self.last_error: str | None = None
-        self._export = export or export_pending
+        self._export = export or _after_completion
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="flowtrain-onnx-export", daemon=True)
         self._thread.start()
@@ -158,6 +159,12 @@ class ExportWorker:
             else:
                 self.last_error = None
             self._wake.wait(self.interval_s)
+
+
+def _after_completion(registry: RunBook) -> object:
+    from schedulers.tracking import after_completion
+
+    return after_completion(registry)
 
 
 def _write(run: Run, weights: Mapping[str, np.ndarray], out: str | Path) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from core.data_members import describe, inside, links_leaving
 from core.errors import Problem, SpecError
+from core.segmentation_data import mask_problems
 from core.spec import PipelineSpec
 from core.sweep import SweepPlan
 from settings import Settings
@@ -28,17 +29,26 @@ def pin_run(spec: PipelineSpec, user: str, settings: Settings, spec_dir: Path | 
     checked; :class:`SpecError` with every problem otherwise."""
     pinned = pin_source(spec, user, settings, spec_dir)
     source = pinned.data.source
-    if source.startswith("sklearn:") or not Path(source).is_dir():
+    if source.startswith("sklearn:"):
         return pinned
+    if Path(source).is_dir():
+        _refuse_links_leaving(Path(source), user, settings)
+    if pinned.data.task == "segmentation":  # the masks read once here, after the links: a bad one named
+        masks = mask_problems(pinned.data, Path(source))
+        if masks:
+            raise SpecError(masks)
+    return pinned
+
+
+def _refuse_links_leaving(source: Path, user: str, settings: Settings) -> None:
     roots = data_roots(user, settings)
-    leaving = links_leaving(Path(source), inside(roots))
+    leaving = links_leaving(source, inside(roots))
     if leaving:
         raise SpecError([Problem(
             "data.source", f"{len(leaving):,} member(s) of the folder are symbolic links that lead outside your "
-            f"data roots: {describe(leaving)}; a run reads only data inside your roots", received=source,
+            f"data roots: {describe(leaving)}; a run reads only data inside your roots", received=str(source),
             expected=f"files and folders inside your data roots ({', '.join(str(r) for r in roots)})",
             fix="remove those links, or copy the files they point at into the folder")])
-    return pinned
 
 
 def pin_points(plan: SweepPlan, user: str, settings: Settings, spec_dir: Path | None = None) -> SweepPlan:

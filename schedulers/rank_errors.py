@@ -55,6 +55,13 @@ ERROR_FILE = re.compile(r"rank-(\d{1,6})\.error")
 # "flowtrain: attempt A of N on NODE,NODE": the job's nodes in Slurm's order (node rank = index).
 ATTEMPT_MARKER = re.compile(r"^flowtrain: attempt \d+ of \d+(?: on (?P<nodes>[A-Za-z0-9_.,\-]+))?[ \t]*$", re.M)
 
+# A node lost under the job (srun's word, or slurmstepd's on the batch node), the job script's line when
+# Slurm requeued the job, and its line when it starts no further attempt (templates/slurm/job.sbatch.j2).
+_NODE_FAILURE = re.compile(r"^srun: error: Node failure on (?P<node>\S+)", re.M)
+_JOB_NODE_FAILURE = re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE", re.M)
+_REQUEUED = re.compile(r"^flowtrain: attempt \d+ ended with its allocation: (?P<what>Slurm requeued the job|Slurm started the job again)"
+                       r"[^\n]*?(?:; nodes down now: (?P<down>\S+))?[ \t]*$", re.M)
+NOT_RESTARTED = re.compile(r"^flowtrain: (?P<why>not (?:re)?started: .+?)[ \t]*$", re.M)
 _SRUN_TASK = re.compile(r"^srun: error: (?P<node>\S+): tasks? (?P<task>\d+)[\d,\-]*: (?P<what>.+?)\s*$", re.M)
 _SRUN_TERMINATING = re.compile(r"^srun: (?:launch/slurm: _step_signal: Terminating|Job step aborted)", re.M)
 # torchrun (torch.distributed.elastic) prints the first failed worker of its node as a block of "key : value" lines
@@ -74,6 +81,8 @@ _PEER_LOSS = re.compile(
     r"TimeoutException|Connection was likely closed|DistNetworkError|remote process exited|"
     r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
     r"Collective ops is aborted|UnavailableError|Socket closed|failed to connect to all addresses|Broken pipe")
+# The same as a POSIX extended regular expression, for the job script's grep -E (templates/slurm/job.sbatch.j2)
+PEER_LOSS_ERE = _PEER_LOSS.pattern.replace("(?:", "(")
 _SHUTDOWN_SIGNALS = {signal.SIGABRT, signal.SIGTERM}  # a survivor's self-abort, a launcher's/srun's shutdown
 
 
@@ -233,24 +242,56 @@ def _node_of(rank: int, framework: str, log: str, layout: Layout | None, errors:
     return short[0] if len(short) == 1 and len(known) == layout.nodes else None
 
 
+def node_failure(log: str) -> str | None:
+    """What an attempt's part of the job log says of a node lost under it: ``node n2 failed: Slurm
+    requeued the job`` (srun names the node when it ran elsewhere; the job script lists the nodes
+    still down when the requeued job starts again); ``None`` without such evidence."""
+    failed = list(dict.fromkeys(m.group("node") for m in _NODE_FAILURE.finditer(log)))
+    requeued = _REQUEUED.search(log)
+    if failed:
+        said = f"node {', '.join(failed)} failed"
+    elif requeued and requeued.group("down"):
+        said = f"node {requeued.group('down')} down"
+    elif _JOB_NODE_FAILURE.search(log):
+        said = "a node of the job failed"
+    else:
+        return None if requeued is None else requeued.group("what")
+    return f"{said}: {requeued.group('what')}" if requeued else said
+
+
 def failure_reason(run_dir: Path, log: str, framework: str, layout: Layout | None = None) -> str | None:
     """The failed run's reason from its ranks, or ``None`` when nothing names the failing rank.
 
     ``log``: the end of the job log (only its last attempt counts); ``layout``: the job's nodes and
-    processes per node, when known (elimination and the nodes of unreported ranks need it)."""
+    processes per node, when known (elimination and the nodes of unreported ranks need it). When the
+    job script started no further attempt, its reason follows: ``…; not restarted: <why>``."""
+    attempt, _ = last_attempt(log)
+    reason = node_failure(attempt) or _rank_reason(run_dir, log, framework, layout)
+    stopped = NOT_RESTARTED.search(attempt)
+    if stopped is None:
+        return reason
+    return _short(f"{reason}; {stopped.group('why')}" if reason else stopped.group("why"))
+
+
+def _rank_reason(run_dir: Path, log: str, framework: str, layout: Layout | None) -> str | None:
+    """:func:`failure_reason` from the ranks' own evidence."""
     log, nodes = last_attempt(log)
     errors = rank_errors(run_dir)
     with_error = {rank for rank, _ in errors}
     own = [(rank, line) for rank, line in errors if not _PEER_LOSS.search(line)]
+    own_ranks = {rank for rank, _ in own}
     all_reports = reports = launcher_reports(log, framework)
     losses = peer_losses(log, errors)
     # survivors: ranks that failed on a lost peer (their abort is a consequence, never the cause)
     survivors = {loss.by for loss in losses if loss.by is not None} | {r for r, line in errors if _PEER_LOSS.search(line)}
     finished = finished_ranks(run_dir)
+    if _PEER_LOSS.search(log):
+        # gloo's "Read error [addr]:port: Connection reset by peer" names an address, not a rank: a rank
+        # that then aborted itself (SIGABRT, C++'s terminate: no error file) lost its peer, a survivor
+        survivors |= {r.rank for r in all_reports if r.signal == signal.SIGABRT and r.rank not in own_ranks}
     if framework == "keras":  # srun's lines after it began killing the other tasks are its own doing
         cut = _SRUN_TERMINATING.search(log)
         reports = [r for r in reports if cut is None or _report_pos(log, r) < cut.start()]
-    own_ranks = {rank for rank, _ in own}
 
     def lost_reason(rank: int, why: str) -> str:
         # its own launcher's report, wherever it stands (keras: srun's line, even after srun began killing)

@@ -19,13 +19,13 @@ from typing import Any
 
 from core.errors import SpecError
 from schedulers.base import FINAL_STATES, AccountingExecutor, Executor, JobStatus, RunState, SchedulerError
-from schedulers.model_export import export_pending
+from schedulers.learning import learn_from_run
 from schedulers.rank_errors import Layout, failure_reason
 from schedulers.registry.db import RegistryError
 from schedulers.registry.files import tail_file
 from schedulers.registry.records import ReconcileReport, Run, StateChange
 from schedulers.registry.runs import RunRegistry
-from schedulers.restarts import RESTART_EVENT, attempts, restart_events
+from schedulers.restarts import RESTART_EVENT, attempts, restart_budget, restart_events
 
 FAILURE_LOG_LINES = 3000  # the end of a failed job's log where its launchers report the failed rank
 
@@ -86,10 +86,12 @@ def follow(
     user: str | None = None,
     metrics: bool = True,
 ) -> ReconcileReport:
-    """:func:`reconcile`, then write the pending ``model.onnx`` of those runs (any left by a process
-    that died after recording COMPLETED, too)."""
+    """:func:`reconcile`, then write the pending ``model.onnx`` of those runs and log them to MLflow
+    where it is set up (any left by a process that died after recording COMPLETED, too)."""
+    from schedulers.tracking import after_completion
+
     report = reconcile(registry, executors, run_ids=run_ids, user=user, metrics=metrics)
-    export_pending(registry, run_ids, user)
+    after_completion(registry, run_ids, user)
     return report
 
 
@@ -104,7 +106,10 @@ def _apply(registry: RunRegistry, run: Run, status: JobStatus) -> StateChange | 
         status = dataclasses.replace(status, reason=reason or status.reason)
     if run.scheduler == "slurm":
         _record_restarts(registry, run, final=status.state in FINAL_STATES)
-    return registry.record_status(run.id, status, log_tail=tail)
+    change = registry.record_status(run.id, status, log_tail=tail)
+    if change is not None and change.state == RunState.COMPLETED.value:
+        learn_from_run(registry, run.id)  # its predicted and actual time; the speed cache learns its figures
+    return change
 
 
 def _record_restarts(registry: RunRegistry, run: Run, final: bool) -> None:
@@ -122,6 +127,17 @@ def _record_restarts(registry: RunRegistry, run: Run, final: bool) -> None:
 def restart_count(registry: RunRegistry, run_id: str) -> int:
     """How often the run restarted within its allocation so far (its history's restart lines)."""
     return sum(1 for change in registry.history(run_id) if RESTART_EVENT.match(change.detail))
+
+
+def restart_tally(registry: RunRegistry, run: Run) -> tuple[int, int | None]:
+    """(restarts used, budget) of ``run``, as ``status`` and the Runs page show them (``restarts 1/2``):
+    its history's restart lines and its ``training.restarts`` on its scheduler; the budget is ``None``
+    for a record whose spec cannot be read."""
+    try:
+        budget: int | None = restart_budget(run.spec(), run.scheduler)
+    except SpecError:
+        budget = None
+    return restart_count(registry, run.id), budget
 
 
 def _layout(registry: RunRegistry, run_id: str) -> Layout | None:

@@ -13,8 +13,17 @@ from which step (``resumed from … (step N, …)``; nothing when there was no c
 
 No restart follows an attempt that ended on a signal to the batch shell (the user's ``scancel``,
 Slurm's time-limit warning), with exit code 2 (bad data or arguments) or 3 (the program checkpointed
-on such a signal). torchrun reports any failed worker as its own exit code 1, so a torch run's bad
-input is retried like any other failure, and fails the same way each time.
+on such a signal), nor one whose ranks' error files say the next would fail the same way: a
+``DataError`` on any rank (torchrun reports a worker's exit code 2 as its own 1), an error of its own
+on every rank, a write the file system refused (errno 13, 27, 28, 30, 122). The job script says so
+(``flowtrain: not restarted: <why>``), and :func:`schedulers.rank_errors.failure_reason` adds it to
+the run's reason.
+
+A node lost under the job ends the whole allocation: Slurm requeues the job (``--requeue``; it waits
+out the credential lifetime, 120 s by default, before it starts again, on the nodes left). The log is
+appended to (``--open-mode=append``) and the attempt each job began is on record in
+``attempts/job-<id>.started``, so the requeued job goes on with its next attempt of the same budget,
+or fails at once when none is left (a budget of 0 included).
 
 The registry records each restart as a line of the run's history, ``restart 1 of 2: <why>; <from
 which step>`` (:func:`restart_events`), once the next attempt has said where it resumed.

@@ -37,7 +37,8 @@ from core.validate import Analysis, validate
 from schedulers.accounting import Accounting
 from schedulers.base import Resources
 from schedulers.discovery import EnvironmentReport, FrameworkInfo
-from schedulers.speed import Speed, SpeedBook, planned_train_samples
+from schedulers.estimate import Estimate, estimate, range_words, short_duration
+from schedulers.speed import Speed, SpeedBook, planned_train_samples, speed_key
 from schedulers.utilisation import PartitionUtilisation
 
 LOCAL_PARTITION = "local"
@@ -99,8 +100,12 @@ class Candidate:
     speed_note: str = ""  # how the model's rate was found, or why a measurement was not used
     measured_at: float | None = None
     wait_s: float | None = None  # expected wait before the job starts (None: unknown)
-    train_s: float | None = None  # start-up + epochs x samples / samples_per_s
+    train_s: float | None = None  # the run once started: the parts of `estimate` less the wait
     finish_s: float | None = None  # wait (UNKNOWN_WAIT_S when unknown) + train_s: the ranking's time to result
+    low_s: float | None = None  # finish_s at the low and high end of the estimate's uncertainty
+    high_s: float | None = None
+    estimate: dict[str, Any] | None = None  # schedulers.estimate.Estimate: the parts, their sources, the counts
+    speed_key: str = ""  # the speed cache's key of this candidate (a completed run teaches the cache under it)
     hardware: str = ""  # the partition's kind of nodes (measurements are shared by partitions of one kind)
 
     @property
@@ -258,27 +263,39 @@ def _words(c: Candidate, res: Resources) -> str:
 
 def duration_words(seconds: float) -> str:
     """``~45 s``, ``~4 min``, ``~2.5 h``, ``~3 days``."""
-    if seconds < 90:
-        return f"~{max(seconds, 1):.0f} s"
-    if seconds < 90 * 60:
-        return f"~{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"~{seconds / 3600:.1f} h"
-    return f"~{seconds / 86400:.0f} days"
+    return "~" + short_duration(seconds)
 
 
 def _speed_words(c: Candidate, short: bool = False) -> str:
-    """``2,130 samples/s measured, done in ~4 min`` (or ``… from the MACs model``)."""
+    """``2,130 samples/s measured, done in ~4 min, could be 3–5 min (start-up 20 s, training 3 min, …)``
+    (or ``… from the MACs model``); short: ``1,760, ~5 min (4–6 min)``."""
     if c.samples_per_s is None or c.finish_s is None:
         return "no speed estimate"
     rate = f"{c.samples_per_s:,.0f}" if c.samples_per_s >= 10 else f"{c.samples_per_s:.2g}"
     how = "measured" if c.speed_source == "measured" else "from the MACs model"
-    wait = "" if c.wait_s == 0 else (" (start unknown, counted as " + duration_words(UNKNOWN_WAIT_S) + ")"
-                                      if c.wait_s is None else f" (after a wait of {duration_words(c.wait_s)})")
+    spread = f", {range_words(c.low_s, c.high_s)}" if c.low_s is not None and c.high_s is not None else ""
     if short:
-        return f"{rate}{' (model)' if c.speed_source != 'measured' else ''}, {duration_words(c.finish_s)}"
+        return (f"{rate}{' (model)' if c.speed_source != 'measured' else ''}, {duration_words(c.finish_s)}"
+                + (f" ({spread[2:].removeprefix('could be ')})" if spread else ""))
     note = f" [{c.speed_note}]" if c.speed_note and c.speed_source != "measured" else ""
-    return f"{rate} samples/s {how}, done in {duration_words(c.finish_s)}{wait}{note}"
+    return f"{rate} samples/s {how}, done in {duration_words(c.finish_s)}{spread} ({parts_words(c)}){note}"
+
+
+def parts_words(c: Candidate) -> str:
+    """``start-up 6 s, training 4 s, validation 1 s, checkpoints and end 1 s, wait 0 s``."""
+    e = c.estimate or {}
+    wait = ("unknown, counted as " + duration_words(UNKNOWN_WAIT_S)) if c.wait_s is None \
+        else "none" if c.wait_s == 0 else short_duration(c.wait_s)
+    parts = [("start-up", e.get("startup_s")), ("training", e.get("train_s")), ("validation", e.get("val_s")),
+             ("checkpoints and end", (e.get("checkpoint_s") or 0) + (e.get("end_s") or 0) if e else None)]
+    return ", ".join(f"{name} {short_duration(v)}" for name, v in parts if v is not None) + f", wait {wait}"
+
+
+def overlaps(a: Candidate, b: Candidate) -> bool:
+    """Whether two candidates' time-to-result ranges overlap: which finishes first is not known."""
+    if None in (a.low_s, a.high_s, b.low_s, b.high_s):
+        return False
+    return a.low_s <= b.high_s and b.low_s <= a.high_s  # type: ignore[operator]
 
 
 def comparison_line(ranked: Sequence[Candidate]) -> str:
@@ -372,6 +389,29 @@ def select(
                 not c.preferred, order[c.framework], *spare, c.partition)
 
     feasible = sorted((c for c in candidates if c.feasible), key=key)
+    if preferred and feasible and feasible[0].framework != preferred:
+        # within the uncertainty of the soonest run, the spec's preference decides; not against a sooner
+        # start, a shorter queue or a CUDA build (those are known, not estimated)
+        # Nothing measured on these nodes (both from shipped defaults, another machine's figures): the
+        # preference decides too, however far apart those figures are.
+        first = feasible[0]
+        tied = [c for c in feasible if c.framework == preferred
+                and (overlaps(c, first) or (shipped_estimate(c) and shipped_estimate(first)))
+                and (c.wait_s if c.wait_s is not None else UNKNOWN_WAIT_S)
+                <= (first.wait_s if first.wait_s is not None else UNKNOWN_WAIT_S)
+                and c.pending_jobs <= first.pending_jobs and c.gpu_build_ok >= first.gpu_build_ok]
+        if tied:
+            feasible.remove(tied[0])
+            feasible.insert(0, tied[0])
+    if feasible and feasible[0].framework != preferred and shipped_estimate(feasible[0]):
+        # nothing measured on these nodes: figures from a development machine do not tell apart frameworks
+        # within each other's uncertainty; the fixed order does, as it did before those figures existed
+        first = feasible[0]
+        tied = [c for c in feasible if shipped_estimate(c) and overlaps(c, first) and c.wait_s == first.wait_s
+                and c.pending_jobs == first.pending_jobs and c.gpu_build_ok == first.gpu_build_ok]
+        pick = min(tied, key=lambda c: order[c.framework])
+        feasible.remove(pick)
+        feasible.insert(0, pick)
     ranks = {(c.framework, c.partition): i + 1 for i, c in enumerate(feasible)}
     ranked = []
     for c in candidates:
@@ -405,11 +445,23 @@ def _estimate(spec: PipelineSpec, analysis: Analysis, book: SpeedBook,
                               util.hardware, res, info.cuda)
     samples = spec.training.samples_per_epoch or speed.train_samples or planned_train_samples(spec) \
         or ASSUMED_TRAIN_SAMPLES
-    train_s = speed.startup_s + spec.training.epochs * samples / max(speed.samples_per_s, 1e-9)
     wait = util.expected_wait_s(res.nodes, gpus, cpus, mem)
+    whole: Estimate = estimate(spec, analysis, info.name, speed, samples, _total_samples(spec), wait,
+                               world=res.nodes * max(res.gpus_per_node, 1))
+    counted_wait = UNKNOWN_WAIT_S if wait is None else wait
+    key = speed_key(spec, analysis, info.name, env.name, env.python, env.module, util.hardware, res)
     return {"samples_per_s": speed.samples_per_s, "speed_source": speed.source, "speed_note": speed.note,
-            "measured_at": speed.measured_at, "wait_s": wait, "train_s": train_s,
-            "finish_s": (UNKNOWN_WAIT_S if wait is None else wait) + train_s, "hardware": util.hardware}
+            "measured_at": speed.measured_at, "wait_s": wait, "train_s": whole.run_s,
+            "finish_s": counted_wait + whole.run_s, "low_s": counted_wait + whole.low_s,
+            "high_s": counted_wait + whole.high_s, "estimate": whole.to_dict(), "speed_key": key,
+            "hardware": util.hardware}
+
+
+def _total_samples(spec: PipelineSpec) -> int | None:
+    from core.datasets import builtin
+
+    known = builtin(spec.data.source)
+    return spec.data.size or (known.size if known is not None else None)
 
 
 def _short(problem: Problem) -> str:
@@ -422,21 +474,67 @@ def _with(c: Candidate, **changes: Any) -> Candidate:
     return Candidate(**{**asdict(c), **changes})
 
 
+def shipped_estimate(c: Candidate) -> bool:
+    """The candidate's speed is its framework's shipped defaults (:mod:`schedulers.shipped`): nothing measured
+    on these nodes."""
+    return c.speed_source == "model" and f"shipped {c.framework} defaults measured on" in c.speed_note
+
+
+def _what_decides(best: Candidate, close: Sequence[Candidate], preferred: str | None) -> str:
+    """Among frameworks within each other's uncertainty, what chose ``best``: the spec's preference, else what is
+    known rather than estimated (a sooner start, a shorter queue, a CUDA build), else the estimate or the fixed order."""
+    if best.preferred:
+        return "your preferred framework decides"
+    pref = next((c for c in close if c.framework == preferred), None)
+    if pref is not None:
+        wait, pref_wait = (UNKNOWN_WAIT_S if w is None else w for w in (best.wait_s, pref.wait_s))
+        if pref_wait > wait:
+            return (f"preferred {preferred} would start later ({duration_words(pref_wait)} against "
+                    f"{duration_words(wait)}), which is known, not estimated, so {best.framework} goes first")
+        if pref.pending_jobs > best.pending_jobs:
+            return (f"preferred {preferred} queues behind more jobs ({pref.pending_jobs} pending against "
+                    f"{best.pending_jobs}), which is known, not estimated, so {best.framework} goes first")
+        if not pref.gpu_build_ok:
+            return f"preferred {preferred} has a CPU build and the job asks for GPUs, so {best.framework} goes first"
+    who = "none of them is preferred (training.framework)" if pref is None else f"preferred {preferred} is among them"
+    if preferred and pref is None:
+        who = f"preferred {preferred} is not among them"
+    if shipped_estimate(best) and all(shipped_estimate(c) for c in close):
+        return (f"{who}, and nothing is measured on these nodes yet (the estimates are a development machine's "
+                f"figures), so the fixed order ({', '.join(FRAMEWORKS)}) decides")
+    if best.finish_s is not None and all(c.finish_s is not None and best.finish_s < 0.99 * c.finish_s for c in close):
+        return f"{who}, so the nearest estimate decides"
+    if all(best.pending_jobs < c.pending_jobs for c in close):
+        return f"{who}, so the shorter queue decides"
+    return f"{who}, and the estimates are equal, so the fixed order ({', '.join(FRAMEWORKS)}) decides"
+
+
 def _headline(best: Candidate, ranked: list[Candidate], preferred: str | None, res: Resources) -> str:
     gpus, _, _ = _per_node(res)
     why = []
-    others = [c.finish_s for c in ranked if c.rank is not None and c.framework != best.framework
-              and c.finish_s is not None]
-    if best.finish_s is not None and others and best.finish_s < 0.99 * min(others):
+    rivals: dict[str, Candidate] = {}
+    for c in ranked:
+        if c.rank is not None and c.framework != best.framework and c.finish_s is not None:
+            rivals.setdefault(c.framework, c)
+    close = [c for c in rivals.values() if overlaps(best, c)]
+    if not close and best.finish_s is not None and rivals \
+            and best.finish_s < 0.99 * min(c.finish_s or 0 for c in rivals.values()):
         why.append(f"it finishes soonest ({_speed_words(best).split(' [')[0]})")
     if best.can_start_now:
         idle = f"{best.idle_gpus} idle GPUs" if gpus else f"{best.idle_cpus} idle CPUs"
         why.append(f"it can start now ({idle}, {best.pending_jobs} pending)")
     else:
         why.append(f"no feasible choice can start now; it has the shortest queue ({best.pending_jobs} pending)")
+    if close:
+        names = [best.framework, *(c.framework for c in close)]
+        why.append(f"{', '.join(names[:-1])} and {names[-1]} finish within the estimates' "
+                   f"uncertainty ({_speed_words(best, short=True).split(', ', 1)[1]} against "
+                   + ", ".join(_speed_words(c, short=True).split(", ", 1)[1] for c in close) + "): "
+                   + _what_decides(best, close, preferred))
     if best.preferred:
-        why.append("it is your preferred framework")
-    elif preferred:
+        if not close:
+            why.append("it is your preferred framework")
+    elif preferred and preferred not in {c.framework for c in close}:
         pref = [c for c in ranked if c.framework == preferred]
         feasible = [c for c in pref if c.rank is not None]
         if not pref or not any(c.installed for c in pref):
@@ -445,9 +543,13 @@ def _headline(best: Candidate, ranked: list[Candidate], preferred: str | None, r
             why.append(f"preferred {preferred} cannot express the graph")
         elif not feasible:
             why.append(f"preferred {preferred} has no partition big enough")
+        elif feasible[0].finish_s is not None and best.finish_s is not None and feasible[0].finish_s > best.finish_s:
+            p = feasible[0]
+            why.append(f"preferred {preferred} finishes later, beyond the estimates' uncertainty (on {p.partition}: "
+                       f"{_speed_words(p, short=True).split(', ', 1)[1]})")
         else:
             p = feasible[0]
             state = "can start now" if p.can_start_now else "would wait"
-            why.append(f"preferred {preferred} {state} on {p.partition} ({p.idle_gpus} idle GPUs, "
-                       f"{p.pending_jobs} pending)")
+            idle = f"{p.idle_gpus} idle GPUs" if gpus else f"{p.idle_cpus} idle CPUs"
+            why.append(f"preferred {preferred} {state} on {p.partition} ({idle}, {p.pending_jobs} pending)")
     return f"chose {best.framework} on partition {best.partition}: " + "; ".join(why)

@@ -10,8 +10,11 @@ The selector (:mod:`schedulers.selector`) ranks candidates by time to result, wh
    partitions of the same nodes share measurements).
 2. **The MACs model** until one exists — training MACs per sample (3 × the forward MACs of
    :attr:`core.validate.Analysis.total_macs`) over an effective rate: the median rate of the
-   user's own measurements on the same kind of nodes (same framework first, then any framework), else a default
-   rate per CPU core or per GPU (:data:`DEFAULT_CPU_MACS_PER_S`, :data:`DEFAULT_GPU_MACS_PER_S`).
+   user's own measurements on the same kind of nodes (same framework first, then any framework); on nodes
+   where the user measured nothing yet, a CPU job's step time comes from the framework's shipped defaults
+   (:mod:`schedulers.shipped`, measured on a development machine and said so), a GPU job's from a default
+   rate per GPU (:data:`DEFAULT_GPU_MACS_PER_S`; :data:`DEFAULT_CPU_MACS_PER_S` for a framework without
+   shipped figures).
 
 A measurement is **stale** when older than the age limit (``[selector] max_age_days``) or when the
 environment's framework version changed since; a stale measurement is not used (the model is, with
@@ -31,7 +34,7 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,9 @@ from core.datasets import builtin
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
+from schedulers.macs_model import DEFAULT_FACTOR, FEW_FACTOR, Point, fit
 from schedulers.registry.db import private_file
+from schedulers.shipped import SHIPPED_FACTOR, shipped
 from settings.access import os_user
 
 DB_NAME = "calibration.db"
@@ -47,6 +52,7 @@ TRAIN_MACS_FACTOR = 3  # a training step: the forward products, and two as many 
 DEFAULT_CPU_MACS_PER_S = 1e10  # per CPU core, effective for training (framework overheads included)
 DEFAULT_GPU_MACS_PER_S = 2e12  # per GPU
 DEFAULT_MAX_AGE_DAYS = 30.0
+MEASURED_FACTOR = 1.15  # a measured step time's spread between runs of one graph (shared, loaded nodes)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
     user TEXT NOT NULL,
@@ -65,11 +71,16 @@ CREATE TABLE IF NOT EXISTS measurements (
     train_samples INTEGER NOT NULL,
     macs_per_sample INTEGER NOT NULL,
     doc TEXT NOT NULL,
+    terms TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (user, key)
 )
 """
 COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware", "scheduler", "job_id",
            "measured_at", "samples_per_s", "step_s", "startup_s", "train_samples", "macs_per_sample", "doc")
+# The whole run's other terms (schedulers/estimate.py), kept as JSON in the ``terms`` column: one column,
+# so that a term added later needs no migration. None: not measured (the estimate models it and says so).
+TERMS = ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "params", "batch_size", "source",
+         "conv_macs_per_sample")
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,16 @@ class Measurement:
     macs_per_sample: int  # training MACs of one sample (TRAIN_MACS_FACTOR x forward)
     doc: Mapping[str, Any]  # the program's calibration.json
     user: str = ""  # whose calibration job measured it (set by SpeedCache.put)
+    launch_s: float | None = None  # submission to the program's clock and its end to the job's: interpreter, imports
+    warmup_s: float | None = None  # the warm-up steps (the first step's compilation or tracing included)
+    val_s: float | None = None  # one validation pass over val_samples
+    val_samples: int = 0
+    checkpoint_s: float | None = None  # one checkpoint write
+    end_s: float | None = None  # the final model (and its ONNX export where the program writes one)
+    params: int = 0  # the graph's parameters (the learned MACs model's second feature)
+    batch_size: int = 0
+    source: str = "calibration"  # or "run <id>": a completed run's own figures (schedulers/learning.py)
+    conv_macs_per_sample: int = 0  # the convolutions' share of macs_per_sample (the learned model's op families)
 
     @property
     def macs_per_s(self) -> float:
@@ -109,6 +130,10 @@ class Speed:
     train_samples: int | None = None  # known from the measurement (the program counted them)
     note: str = ""  # how the model rate was found, or why a measurement was not used
     job_id: str = ""  # the calibration job that measured it
+    factor: float = 1.0  # the step time may be this many times lower or higher (macs_model.py)
+    measurement: Measurement | None = None  # the fresh measurement of this very graph, with its other terms
+    peers: tuple[Measurement, ...] = ()  # the user's measurements of other graphs, this framework, these nodes
+    shipped: bool = False  # nothing measured on these nodes: the framework's shipped defaults (schedulers/shipped.py)
 
     @property
     def measured(self) -> bool:
@@ -117,6 +142,11 @@ class Speed:
 
 def train_macs_per_sample(analysis: Analysis) -> int:
     return TRAIN_MACS_FACTOR * max(analysis.total_macs, 1)
+
+
+def train_conv_macs_per_sample(analysis: Analysis) -> int:
+    """The convolutions' share of :func:`train_macs_per_sample` (an op family of its own rate)."""
+    return TRAIN_MACS_FACTOR * sum(n.macs for n in analysis.nodes.values() if n.op.startswith("Conv"))
 
 
 def speed_key(spec: PipelineSpec, analysis: Analysis, framework: str, environment: str, python: str,
@@ -191,10 +221,11 @@ class SpeedCache:
         conn = self._conn()
         try:
             conn.execute(
-                f"INSERT OR REPLACE INTO measurements (user, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)})",
+                f"INSERT OR REPLACE INTO measurements (user, {', '.join(COLUMNS)}, terms) "
+                f"VALUES ({', '.join('?' * 17)})",
                 (self.user, m.key, m.framework, m.version, m.environment, m.partition, m.hardware, m.scheduler,
                  m.job_id, m.measured_at, m.samples_per_s, m.step_s, m.startup_s, m.train_samples,
-                 m.macs_per_sample, json.dumps(dict(m.doc))),
+                 m.macs_per_sample, json.dumps(dict(m.doc)), json.dumps({t: getattr(m, t) for t in TERMS})),
             )
         finally:
             conn.close()
@@ -230,8 +261,15 @@ class SpeedCache:
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """A cache from before per-user measurements (no ``user`` column): its rows become the file owner's."""
+    """A cache from before per-user measurements (no ``user`` column): its rows become the file owner's.
+    One from before the whole run's terms gets an empty ``terms`` column (those terms are modelled)."""
     columns = [r["name"] for r in conn.execute("PRAGMA table_info(measurements)")]
+    if columns and "terms" not in columns and "user" in columns:
+        try:
+            conn.execute("ALTER TABLE measurements ADD COLUMN terms TEXT NOT NULL DEFAULT '{}'")
+        except sqlite3.OperationalError as exc:  # another process added it between the check and here
+            if "duplicate column" not in str(exc):
+                raise
     if not columns or "user" in columns:
         return
     try:
@@ -255,7 +293,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 def _measurement(row: sqlite3.Row) -> Measurement:
     fields = dict(row)
     fields["doc"] = json.loads(fields["doc"])
-    return Measurement(**fields)
+    terms = json.loads(fields.pop("terms", None) or "{}")
+    return Measurement(**fields, **{t: terms[t] for t in TERMS if terms.get(t) is not None})
 
 
 def stale_reason(m: Measurement, version: str | None, max_age_s: float, now: float) -> str:
@@ -278,6 +317,7 @@ class SpeedBook:
     cache: SpeedCache | None
     max_age_s: float = DEFAULT_MAX_AGE_DAYS * 86400
     now: float | None = None
+    _seen: dict[str, list[Measurement]] = field(default_factory=dict, repr=False)  # one query per kind of nodes
 
     def speed(self, spec: PipelineSpec, analysis: Analysis, framework: str, version: str | None,
               environment: str, python: str, module: str | None, hardware: str, resources: Resources,
@@ -287,21 +327,48 @@ class SpeedBook:
         if self.cache is not None:
             key = speed_key(spec, analysis, framework, environment, python, module, hardware, resources)
             found = self.cache.get(key)
+            peers = tuple(m for m in self.on_hardware(hardware) if m.framework == framework and m.key != key
+                          and not stale_reason(m, version, self.max_age_s, now))
             if found is not None:
                 stale = stale_reason(found, version, self.max_age_s, now)
                 if not stale:
                     return Speed(found.samples_per_s, "measured", startup_s=found.startup_s,
                                  measured_at=found.measured_at, train_samples=found.train_samples,
-                                 job_id=found.job_id)
+                                 job_id=found.job_id, factor=MEASURED_FACTOR, measurement=found, peers=peers)
                 note = f"stale measurement not used: {stale}; "
+        else:
+            peers = ()
+        learned = fit([Point(m.macs_per_sample, m.params, m.batch_size, m.step_s, m.conv_macs_per_sample)
+                       for m in peers if m.params])
+        if learned is not None:
+            batch = spec.data.batch_size
+            step = learned.step_s(train_macs_per_sample(analysis), analysis.total_params, batch,
+                                  train_conv_macs_per_sample(analysis))
+            return Speed(batch * _world(resources) / step, "model", note=note + learned.words(),
+                         factor=learned.factor, peers=peers)
+        measured = bool(self.on_hardware(hardware))
+        defaults = shipped(framework)
+        if not measured and defaults is not None and not (resources.gpus_per_node and cuda):
+            batch = spec.data.batch_size
+            step = defaults.step().step_s(train_macs_per_sample(analysis), analysis.total_params, batch)
+            return Speed(batch * _world(resources) / step, "model", note=note + defaults.words(framework),
+                         factor=SHIPPED_FACTOR, peers=peers, shipped=True)
         rate, how = self.model_rate(framework, hardware, resources, cuda)
         samples = rate / train_macs_per_sample(analysis)
-        return Speed(samples, "model", note=note + how)
+        return Speed(samples, "model", note=note + how, factor=FEW_FACTOR if measured else DEFAULT_FACTOR,
+                     peers=peers)
+
+    def on_hardware(self, hardware: str) -> list[Measurement]:
+        if self.cache is None or not hardware:
+            return []
+        if hardware not in self._seen:
+            self._seen[hardware] = self.cache.on_hardware(hardware)
+        return self._seen[hardware]
 
     def model_rate(self, framework: str, hardware: str, resources: Resources, cuda: bool) -> tuple[float, str]:
         """Effective training MACs/s for a job of ``resources`` on nodes of ``hardware``: the median of
         the measurements there (same framework first, same request per node), else a default rate."""
-        measured = self.cache.on_hardware(hardware) if self.cache is not None and hardware else []
+        measured = self.on_hardware(hardware)
         same_fw = [m.macs_per_s for m in measured if m.framework == framework]
         for rates, whose in ((same_fw, framework), ([m.macs_per_s for m in measured], "all frameworks")):
             if rates:
@@ -314,3 +381,8 @@ class SpeedBook:
         cores = max(resources.cpus_per_task, 1) * max(resources.tasks_per_node, 1) * resources.nodes
         rate = DEFAULT_CPU_MACS_PER_S * cores
         return rate, f"MACs model: default {DEFAULT_CPU_MACS_PER_S / 1e9:g} GMAC/s per CPU core (no measurement yet)"
+
+
+def _world(resources: Resources) -> int:
+    """Processes of a data-parallel job: one per GPU, else one per node (the batch size is per process)."""
+    return max(resources.nodes, 1) * max(resources.gpus_per_node, 1)

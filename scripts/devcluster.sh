@@ -146,7 +146,8 @@ cmd_install() {
     need_root
     log "installing ${missing[*]} (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
+    # scripts/setup.sh --test has just updated the lists when it installed its own packages
+    [[ ${FLOWTRAIN_APT_UPDATED:-} == 1 ]] || apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     log "installed: $(dpkg-query -W -f='${Package} ${Version}\n' slurmctld munge | tr '\n' ' ')"
 }

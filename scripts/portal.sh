@@ -11,7 +11,10 @@ umask 077  # run directories, the registry and logs are private to the portal's 
 # from X-Forwarded-For on loopback connections, which any local user can send (README "Deployment").
 export FORWARDED_ALLOW_IPS=""
 ADDRESS=${FLOWTRAIN_ADDRESS:-$(.venv/bin/python -c 'import settings; print(settings.load_settings().portal_address)')}
-exec .venv/bin/python -m streamlit run app.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
-  --server.headless true --server.maxUploadSize 10 \
+# serve.py: app.py's pages plus the portal's upload route, which writes an ONNX model to disk in pieces
+# up to the site's [portal] max_onnx_upload_mb; Streamlit's own uploaders keep .streamlit/config.toml's
+# maxUploadSize (the largest of them, "Try the model", 50 MB)
+exec .venv/bin/python -m streamlit run serve.py --server.address "$ADDRESS" --server.port "${PORT:-8501}" \
+  --server.headless true \
   --browser.gatherUsageStats false --server.fileWatcherType none --client.toolbarMode minimal \
   --client.showErrorDetails none "$@"

@@ -3,7 +3,8 @@
 #   scripts/setup.sh           Python packages (portal, core, the three frameworks) into .venv
 #   scripts/setup.sh --test    also test tools, Debian's chromium (browser tests), ruby and nginx (the
 #                              Open OnDemand app's test) and Slurm with every extra of the dev
-#                              cluster (slurmdbd + MariaDB, slurmrestd, Lmod)
+#                              cluster (slurmdbd + MariaDB, slurmrestd, Lmod), and an MLflow server
+#                              in .venv-mlflow (requirements-mlflow.txt)
 # Idempotent: a second run with unchanged requirements installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,17 @@ if [[ $want_test == 1 ]]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    export FLOWTRAIN_APT_UPDATED=1  # the package lists are fresh: devcluster.sh install skips its update
   fi
   bash scripts/devcluster.sh install --with all
+  # The tests' MLflow server, in a venv of its own (its pins are not the frameworks'; docs/tracking.md).
+  mlflow_stamp=.venv-mlflow/.flowtrain-mlflow.sha256
+  mlflow_digest=$(sha256sum requirements-mlflow.txt | cut -d' ' -f1)
+  if [[ ! -f $mlflow_stamp || "$(cat "$mlflow_stamp")" != "$mlflow_digest" ]]; then
+    echo "setup: installing requirements-mlflow.txt into .venv-mlflow"
+    [[ -x .venv-mlflow/bin/python ]] || "$PYTHON" -m venv .venv-mlflow
+    .venv-mlflow/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-mlflow.txt
+    .venv-mlflow/bin/python -m pip check
+    echo "$mlflow_digest" > "$mlflow_stamp"
+  fi
 fi

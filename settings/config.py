@@ -26,6 +26,7 @@ Example ``flowtrain.toml``::
 
     [portal]
     address = "127.0.0.1"              # where scripts/portal.sh binds; FLOWTRAIN_ADDRESS overrides it
+    max_onnx_upload_mb = 2048          # the largest ONNX model the editor imports (to disk in pieces)
 
     [auth]
     mode = "header"                    # "header": behind a reverse proxy that signs users in; "local"
@@ -58,8 +59,13 @@ reaches the port could name any user. Deployment: README, section "Deployment".
                                        # cached or it is stale; FLOWTRAIN_CALIBRATE overrides
     max_age_days = 30                  # a measurement older than this is stale
     steps = 20                         # optimizer steps a calibration job times (after 3 warm-up ones)
+    window_s = 10                      # ...or more, so that they last about this long (0: just steps)
     time_limit_min = 10                # the calibration job's time limit
     queue_wait_s = 600                 # give up (and cancel) a calibration job not started by then
+
+    [tracking]                         # log every completed run to MLflow (docs/tracking.md)
+    mlflow_uri = "http://mlflow.example.org:5000"   # MLFLOW_TRACKING_URI overrides it
+    experiment = "FlowTrain"           # the experiment the runs go to (default)
 
 Relative paths are resolved against the folder of the config file (or the working directory when
 there is no file; a relative ``FLOWTRAIN_HOME`` against the working directory). Unknown keys are
@@ -95,6 +101,7 @@ from settings.settings_file import (
     SettingsFile,
     SlurmTable,
     Table,
+    TrackingTable,
     check_value,
     default,
     env_var,
@@ -173,8 +180,18 @@ class SelectorSettings:
     calibrate: str = default(SelectorTable, "calibrate")  # one of CALIBRATE_MODES
     max_age_days: float = default(SelectorTable, "max_age_days")
     steps: int = default(SelectorTable, "steps")
+    window_s: float = default(SelectorTable, "window_s")
     time_limit_min: int = default(SelectorTable, "time_limit_min")
     queue_wait_s: float = default(SelectorTable, "queue_wait_s")
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """Where completed runs are logged (:mod:`schedulers.tracking`); no URI: nowhere."""
+
+    mlflow_uri: str | None = None
+    experiment: str = default(TrackingTable, "experiment")
+    source: str = "(default)"  # where the URI was set, for messages
 
 
 @dataclass(frozen=True)
@@ -191,7 +208,9 @@ class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     config_path: Path | None = None
     portal_address: str = default(PortalTable, "address")
+    max_onnx_upload_mb: int = default(PortalTable, "max_onnx_upload_mb")  # the site's limit (default 2 GB)
     selector: SelectorSettings = field(default_factory=SelectorSettings)
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)
 
     @property
     def runs_dir(self) -> Path:
@@ -244,6 +263,7 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
     auth = _auth(r)
     address = _portal_address(r)
     selector = _selector(r)
+    tracking = _tracking(r)
     r.done()
     envs = load_environments(environments_file)
     return Settings(
@@ -260,7 +280,9 @@ def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | N
         slurm=slurm,
         config_path=config_path,
         portal_address=address,
+        max_onnx_upload_mb=f.portal.max_onnx_upload_mb,
         selector=selector,
+        tracking=tracking,
     )
 
 
@@ -336,7 +358,18 @@ def _selector(r: _Reading) -> SelectorSettings:
     table = r.file.selector
     mode, _ = r.override(SelectorTable, "calibrate", table.calibrate)
     return SelectorSettings(calibrate=mode, max_age_days=float(table.max_age_days), steps=table.steps,
-                            time_limit_min=table.time_limit_min, queue_wait_s=float(table.queue_wait_s))
+                            window_s=float(table.window_s), time_limit_min=table.time_limit_min, queue_wait_s=float(table.queue_wait_s))
+
+
+def _tracking(r: _Reading) -> TrackingSettings:
+    table = r.file.tracking
+    uri, var = r.override(TrackingTable, "mlflow_uri", table.mlflow_uri or None)
+    where = var or "tracking.mlflow_uri"
+    if uri is not None and not uri.startswith(("http://", "https://")):
+        r.fail(where, "is not the http:// or https:// address of an MLflow tracking server", received=uri,
+               fix="start one with `mlflow server` and give its address, e.g. http://127.0.0.1:5000")
+    source = var or (f"{r.where}: tracking.mlflow_uri" if uri else "(default)")
+    return TrackingSettings(mlflow_uri=uri.rstrip("/") if uri else None, experiment=table.experiment, source=source)
 
 
 def _auth(r: _Reading) -> AuthSettings:

@@ -26,6 +26,7 @@ REST_URL_ENV = "FLOWTRAIN_SLURM_REST_URL"
 REST_TOKEN_ENV = "FLOWTRAIN_SLURM_REST_TOKEN"
 CALIBRATE_ENV = "FLOWTRAIN_CALIBRATE"
 ADDRESS_ENV = "FLOWTRAIN_ADDRESS"  # read by scripts/portal.sh, which binds the portal
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"  # MLflow's own variable, as its clients read it
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 HeaderName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]
@@ -59,6 +60,9 @@ class DataTable(Table):
 class PortalTable(Table):
     address: str = Field("127.0.0.1", description="where scripts/portal.sh binds: an IP address or unix://PATH",
                          json_schema_extra=env(ADDRESS_ENV))
+    max_onnx_upload_mb: int = Field(2048, gt=0, le=1024 * 1024,
+                                    description="the largest ONNX model the editor's Import ONNX takes, in MB "
+                                                "(written to disk in pieces, docs/onnx.md)")
 
 
 class AuthTable(Table):
@@ -93,8 +97,16 @@ class SelectorTable(Table):
                                      json_schema_extra=env(CALIBRATE_ENV))
     max_age_days: float = Field(30.0, gt=0, description="a measurement older than this is stale")
     steps: int = Field(20, gt=0, description="optimizer steps a calibration job times")
+    window_s: float = Field(10.0, ge=0, description="or more steps, to last about this long by the estimate before")
     time_limit_min: int = Field(10, gt=0, description="the calibration job's time limit")
     queue_wait_s: float = Field(600.0, gt=0, description="cancel a calibration job not started by then")
+
+
+class TrackingTable(Table):
+    mlflow_uri: str | None = Field(None, description="an MLflow tracking server (http:// or https://): every "
+                                   "completed run is logged there (docs/tracking.md)",
+                                   json_schema_extra=env(MLFLOW_URI_ENV))
+    experiment: NonEmpty = Field("FlowTrain", description="the MLflow experiment the runs are logged in")
 
 
 class SettingsFile(Table):
@@ -112,6 +124,7 @@ class SettingsFile(Table):
     auth: AuthTable = Field(default_factory=AuthTable)
     slurm: SlurmTable = Field(default_factory=SlurmTable)
     selector: SelectorTable = Field(default_factory=SelectorTable)
+    tracking: TrackingTable = Field(default_factory=TrackingTable)
 
 
 def env_var(table: type[Table], key: str) -> str:

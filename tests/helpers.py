@@ -6,6 +6,7 @@ import random
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -40,10 +41,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Not the global generator: a test that seeds it would make two pytest-xdist workers try the same ports.
+_PORTS = random.SystemRandom()
+
+
 def free_port_pair() -> int:
     """A port p with p and p + 1 both free on loopback right now (two Keras workers' gRPC servers)."""
     for _ in range(200):
-        base = random.randint(20_000, 60_000)
+        base = _PORTS.randint(20_000, 60_000)
         with socket.socket() as a, socket.socket() as b:
             try:
                 a.bind(("127.0.0.1", base))
@@ -52,3 +57,9 @@ def free_port_pair() -> int:
                 continue
             return base
     raise AssertionError("no two consecutive free ports on loopback")
+
+
+def empty_screenshots(folder: Path) -> None:
+    """Delete the screenshots an earlier test session left in ``folder``: they must not pass for this one's."""
+    for old in folder.glob("*.png"):
+        old.unlink()

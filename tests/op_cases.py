@@ -23,6 +23,7 @@ from typing import Any
 from core.spec import PipelineSpec
 
 Shape = tuple[int, ...]
+MERGE_OPS = ("Add", "Concat", "CropConcat")  # their cases read two branches of the input
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class OpCase:
     @property
     def input_shapes(self) -> list[Shape]:
         """The shapes the op itself receives, in port order."""
-        if self.op in ("Add", "Concat"):
+        if self.op in MERGE_OPS:
             return [self.shape, self.other or self.shape]
         return [self.shape]
 
@@ -95,6 +96,10 @@ CASES: tuple[OpCase, ...] = (
     # embedding
     _c("Embedding", "Embedding", (7,), "int64", num_embeddings=50, embedding_dim=8),
     _c("PositionalEmbedding", "PositionalEmbedding", (7, 8)),
+    # tokens
+    _c("PatchEmbed", "PatchEmbed", (3, 8, 12), patch_size=4, embed_dim=6),
+    _c("PatchEmbed-rect-nobias", "PatchEmbed", (2, 6, 8), patch_size=[3, 2], embed_dim=5, bias=False),
+    _c("ClassToken", "ClassToken", (5, 6)),
     # recurrent
     _c("LSTM", "LSTM", (6, 5), hidden_size=4),
     _c("LSTM-bidirectional", "LSTM", (6, 5), hidden_size=4, bidirectional=True),
@@ -110,6 +115,13 @@ CASES: tuple[OpCase, ...] = (
     _c("TransformerEncoderLayer", "TransformerEncoderLayer", (5, 8), num_heads=2, dim_feedforward=16),
     _c("TransformerEncoderLayer-prenorm-gelu", "TransformerEncoderLayer", (5, 8), num_heads=2, dim_feedforward=16,
        activation="gelu", norm_first=True),
+    _c("MultiheadAttention-causal", "MultiheadAttention", (5, 8), num_heads=2, causal=True),
+    _c("TransformerEncoderLayer-causal-prenorm", "TransformerEncoderLayer", (5, 8), num_heads=2, dim_feedforward=16,
+       activation="gelu", norm_first=True, causal=True),
+    _c("TransformerEncoderLayer-gpt2", "TransformerEncoderLayer", (5, 8), num_heads=2, dim_feedforward=32,
+       activation="gelu_tanh", norm_first=True, causal=True, dropout=0.0),
+    _c("TransformerEncoderLayer-causal", "TransformerEncoderLayer", (6, 8), num_heads=4, dim_feedforward=16,
+       causal=True),
     _c("TransformerEncoderLayer-eps", "TransformerEncoderLayer", (5, 8), num_heads=2, dim_feedforward=16,
        layer_norm_eps=1e-6),
     # activation
@@ -149,12 +161,23 @@ CASES: tuple[OpCase, ...] = (
     _c("GlobalAvgPool-signal", "GlobalAvgPool", (4, 10)),
     _c("SequencePool-mean", "SequencePool", (5, 6), mode="mean"),
     _c("SequencePool-max", "SequencePool", (5, 6), mode="max"),
+    _c("SequencePool-first", "SequencePool", (5, 6), mode="first"),
+    # resize
+    _c("Upsample-nearest", "Upsample", (2, 3, 4), scale_factor=2),
+    _c("Upsample-nearest-rect", "Upsample", (2, 3, 4), scale_factor=[3, 2]),
+    _c("Upsample-bilinear", "Upsample", (2, 4, 5), scale_factor=2, mode="bilinear"),
+    _c("Upsample-bilinear-align-corners", "Upsample", (2, 4, 5), scale_factor=[2, 3], mode="bilinear",
+       align_corners=True),
     # merge
     _c("Add", "Add", (3, 4, 4)),
     _c("Concat-channels", "Concat", (3, 4, 4), axis=0),
     _c("Concat-channels-uneven", "Concat", (2, 4), other=(3, 4), axis=0),
     _c("Concat-last", "Concat", (5, 6), axis=-1),
     _c("Concat-last-uneven", "Concat", (2, 3), other=(2, 5), axis=-1),
+    _c("CropConcat-image", "CropConcat", (3, 8, 8), other=(2, 6, 5)),  # port 0 cropped by (1, 1) and (1, 2)
+    _c("CropConcat-image-second-larger", "CropConcat", (2, 4, 4), other=(3, 7, 6)),  # port 1 cropped, odd excess
+    _c("CropConcat-same-size", "CropConcat", (3, 4, 4)),
+    _c("CropConcat-signal", "CropConcat", (3, 9), other=(2, 6)),
     # shape
     _c("Flatten", "Flatten", (3, 4, 5)),
     _c("Reshape", "Reshape", (2, 4, 4), shape=[4, 8]),
@@ -195,7 +218,7 @@ def one_op_spec(name: str, op: str, shape: Shape, params: dict[str, Any] | None 
     inp = {"id": "input", "op": "Input", "params": {"dtype": dtype} if dtype != "float32" else {}}
     node = {"id": "node", "op": op, "params": params or {}}
     out = {"id": "output", "op": "Output"}
-    if op not in ("Add", "Concat"):
+    if op not in MERGE_OPS:
         edges = [{"source": "input", "target": "node"}, {"source": "node", "target": "output"}]
         return _spec(name, shape, [inp, node, out], edges, dtype)
     a, b = {"id": "a", "op": "Tanh"}, {"id": "b", "op": "Sigmoid"}
@@ -224,3 +247,16 @@ def flatten_linear_spec() -> PipelineSpec:
     edges = [{"source": a, "target": b} for a, b in
              (("input", "conv"), ("conv", "flatten"), ("flatten", "fc"), ("fc", "output"))]
     return _spec("flatten-linear", (2, 6, 7), nodes, edges)
+
+
+def tied_head_spec(bias: bool = True, tie_to: str = "wte", out_features: int = 11) -> PipelineSpec:
+    """Embedding → LayerNorm → Linear tied to the Embedding (``tie_to``): a language model's head sharing
+    its token table, which a one-op graph cannot show."""
+    nodes = [{"id": "input", "op": "Input", "params": {"dtype": "int64"}},
+             {"id": "wte", "op": "Embedding", "params": {"num_embeddings": 11, "embedding_dim": 8}},
+             {"id": "ln", "op": "LayerNorm"},
+             {"id": "head", "op": "Linear", "params": {"out_features": out_features, "bias": bias, "tie_to": tie_to}},
+             {"id": "output", "op": "Output"}]
+    edges = [{"source": a, "target": b} for a, b in
+             (("input", "wte"), ("wte", "ln"), ("ln", "head"), ("head", "output"))]
+    return _spec("tied-head", (6,), nodes, edges, "int64")

@@ -5,8 +5,11 @@ It starts the cluster with ``scripts/devcluster.sh start`` when it is not runnin
 down/drained (reason in ``RESUMABLE_REASONS``) and cancels that run's leftover jobs (name
 starting with ``TEST_JOB_PREFIX``). Tests drain and down nodes and fill partitions, so one pytest
 session at a time holds the cluster: the fixture takes an exclusive lock (``tests.lock`` in the
-cluster's state directory) and others wait for it, up to ``LOCK_TIMEOUT_S``. Locally, without Slurm installed, the tests are skipped with
-the command that fixes it; with ``CI=true`` they fail instead, never skip.
+cluster's state directory) and others wait for it, up to ``LOCK_TIMEOUT_S``. Under pytest-xdist the
+tests that use the cluster are one group, run by one worker (tests/conftest.py); a second worker of the
+same run asking for the lock fails at once, naming that rule, rather than waiting for its sibling.
+Locally, without Slurm installed, the tests are skipped with the command that fixes it; with
+``CI=true`` they fail instead, never skip.
 
 Use it from any conftest.py: ``from tests.slurm_fixture import slurm_cluster  # noqa: F401``.
 """
@@ -123,6 +126,11 @@ def _tidy(cmds: SlurmCommands) -> None:
             scontrol_update(cmds, f"partitionname={fields['PartitionName']}", {"AllowAccounts": "ALL"})
 
 
+def _xdist_run() -> str | None:
+    """The pytest-xdist run this worker belongs to (its workers share the id), or None without xdist."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or None
+
+
 def _lock(path: Path) -> int:
     """Exclusive lock on ``path`` (held until the fd is closed), polling with a deadline."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,8 +141,16 @@ def _lock(path: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
+            holder = path.read_text().strip()
+            run = _xdist_run()
+            if run and f"run {run}" in holder:
+                os.close(fd)
+                pytest.fail(
+                    f"another worker of this test run holds the dev Slurm cluster ({holder}): every test that "
+                    "uses it must be in the xdist group 'slurm-cluster' (tests/conftest.py gives it to tests "
+                    "with the slurm_cluster fixture or the slurm marker)"
+                )
             if time.monotonic() >= deadline:
-                holder = path.read_text().strip()
                 os.close(fd)
                 pytest.fail(
                     f"another test session ({holder}) has held the dev Slurm cluster for over "
@@ -142,7 +158,8 @@ def _lock(path: Path) -> int:
                 )
             time.sleep(1)
     os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()}\n".encode())
+    run = _xdist_run()
+    os.write(fd, (f"pid {os.getpid()}" + (f" run {run}" if run else "") + "\n").encode())
     return fd
 
 

@@ -25,8 +25,11 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, extra: tuple[tuple[str, type, object], ...] = ()) -> argparse.Namespace:
+    """The arguments every reference takes, and ``extra`` (flag, type, default) of its own."""
     parser = argparse.ArgumentParser(description=description)
+    for flag, kind, default in extra:
+        parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--data", required=True, help=".npz with the preprocessed training split: x, y")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)
@@ -41,7 +44,12 @@ def device() -> torch.device:
 
 def train(model: nn.Module, optimizer_fn: Callable[[nn.Module], torch.optim.Optimizer], args: argparse.Namespace,
           schedule: Callable[[int], float] | None = None,
-          augment: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+          augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
+          augment_pair: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy,
+          clip_norm: float | None = None) -> None:
+    """augment: the images only; augment_pair: images and their per-pixel targets alike (segmentation);
+    loss_fn(output, target) (cross-entropy over dimension 1 by default); clip_norm: the gradients' global norm."""
     dev = device()
     cuda = dev.type == "cuda"
     if not cuda and "OMP_NUM_THREADS" in os.environ:
@@ -73,11 +81,15 @@ def train(model: nn.Module, optimizer_fn: Callable[[nn.Module], torch.optim.Opti
         xb, yb = x[index], y[index]
         if augment is not None:
             xb = augment(xb)
+        if augment_pair is not None:
+            xb, yb = augment_pair(xb, yb)
         with autocast():
             output = net(xb)
-        loss = F.cross_entropy(output.float(), yb)
+        loss = loss_fn(output.float(), yb)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         optimizer.step()
         if scheduler is not None:
             scheduler.step()

@@ -74,6 +74,15 @@ def call(func: str, *args: str, **kwargs: Any) -> str:
     return f"{func}({', '.join(parts)})"
 
 
+def cropped(name: str, box: tuple[tuple[int, int], ...] | None, channels_last: bool = False) -> str:
+    """``name`` (code built by the mapper) sliced to ``box``, (start, stop) integers per spatial axis of
+    the batched tensor, channels first unless ``channels_last``: CropConcat's crop in every framework."""
+    if box is None:
+        return name
+    spatial = ", ".join(f"{int(a)}:{int(b)}" for a, b in box)
+    return f"{name}[:, {spatial}, :]" if channels_last else f"{name}[:, :, {spatial}]"
+
+
 @dataclass(frozen=True)
 class WeightBinding:
     """Canonical weight ``<node>/<canonical>`` goes to the framework parameter ``target`` after ``transform``.
@@ -122,6 +131,14 @@ class ConvertContext:
     inputs: list[MappedLayer]
     var: str
     out: str
+    # The layers mapped so far, by node id (top-level nodes; a use by its id): a head tied to an
+    # Embedding (``tie_to``) reads that layer's table.
+    mapped: dict[str, MappedLayer] = field(default_factory=dict)
+
+    def tied(self) -> MappedLayer | None:
+        """The Embedding layer whose table this node shares (``tie_to``), or None."""
+        target = self.params.get("tie_to")
+        return None if target is None else self.mapped[target]
 
     @property
     def params(self) -> dict[str, Any]:

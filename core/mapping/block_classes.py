@@ -111,7 +111,7 @@ def map_graph(analysis: Analysis, hooks: Hooks, layer_vars: dict[str, str], tens
         mapped: dict[str, MappedLayer] = {}
         for node in analysis.nodes.values():
             ctx = ConvertContext(analysis, node, [mapped[s] for s in node.inputs], layer_vars[node.id],
-                                 tensor_vars[node.id])
+                                 tensor_vars[node.id], mapped)
             mapped[node.id] = reg.get(node.op, node.id)(ctx)
         return mapped, ()
     view = top_level_view(analysis)
@@ -123,7 +123,8 @@ def map_graph(analysis: Analysis, hooks: Hooks, layer_vars: dict[str, str], tens
     for node in view.nodes.values():
         ins = [mapped[s] for s in node.inputs]
         if node.id not in analysis.use_outputs:
-            ctx = ConvertContext(analysis, analysis.nodes[node.id], ins, top_vars[node.id], top_tensors[node.id])
+            ctx = ConvertContext(analysis, analysis.nodes[node.id], ins, top_vars[node.id], top_tensors[node.id],
+                                 mapped)
             mapped[node.id] = reg.get(node.op, node.id)(ctx)
             continue
         names = _use_names(analysis, hooks, node.id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from core import datasets
+from core import datasets, token_stream
 from core.errors import Problem, SpecError
 from core.spec import (
     LabelEncode,
@@ -73,7 +73,8 @@ def augmentation_plan(spec: PipelineSpec) -> list[dict[str, Any]]:
 def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[str, Any]:
     """Everything ``data.py.j2`` needs; raises :class:`SpecError` for combinations it cannot load."""
     data = spec.data
-    fmt = resolve_format(data.source, data.format)
+    lm = data.task == "language_modeling"  # a token stream (core.token_stream), whatever its file name
+    fmt = "tokens" if lm else resolve_format(data.source, data.format)
     info = datasets.builtin(data.source)
     problems: list[Problem] = []
     if data.source.startswith("sklearn:") and info is None:
@@ -107,6 +108,8 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_loading": data.loading,
         "data_statistics": any(_computed(step) for step in steps),
         "data_target": data.target,
+        "data_ignore_index": data.ignore_index,  # segmentation (_segmentation.py.j2)
+        "data_mask_folder": data.mask_folder,
         "data_steps": steps,
         "data_ops": sorted(ops),
         "data_load_size": tuple(resize_steps[-1]["size"]) if resize_steps else None,
@@ -116,6 +119,10 @@ def data_context(spec: PipelineSpec, analysis: Analysis | None = None) -> dict[s
         "data_augmentation": augmentation_plan(spec),
         # set: data.py holds open_init_weights (opens it only at its pinned real path) for train.py
         "data_init_weights": None if spec.training.init_weights is None else str(spec.training.init_weights),
+        # language_modeling: windows of block_size + 1 tokens of a stream held as data_tokens_kind
+        "data_block_size": int(data.block_size) if lm and data.block_size else None,
+        "data_vocab_size": int(data.vocab_size) if lm and data.vocab_size else None,
+        "data_tokens_kind": token_stream.kind(data.source) if lm else None,
     }
 
 
@@ -148,6 +155,8 @@ def _input(spec: PipelineSpec, analysis: Analysis | None) -> tuple[tuple[int, ..
 
 
 def _num_classes(spec: PipelineSpec, analysis: Analysis | None) -> int | None:
+    if spec.data.task == "segmentation":  # required there (core/segmentation.py)
+        return datasets.num_classes(spec.data)
     if spec.data.task != "classification":
         return None
     known = datasets.num_classes(spec.data)

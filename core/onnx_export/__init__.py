@@ -41,8 +41,10 @@ from core.onnx_export import (  # noqa: F401  (imported for their registrations)
     one_to_one,
     pool,
     recurrent,
+    resize,
     shape,
     shuffle,
+    tokens,
 )
 from core.onnx_export._graph import (
     EXPORTERS,

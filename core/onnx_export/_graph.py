@@ -34,6 +34,7 @@ class GraphParts:
     nodes: list[NodeProto] = field(default_factory=list)
     initializers: list[TensorProto] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
+    weights: dict[str, str] = field(default_factory=dict)  # canonical key -> its initialiser (a tied head reads it)
 
     def unique(self, name: str) -> str:
         """``name``, or ``name_2``, ``name_3`` … if taken (tensor and initialiser names share one space)."""
@@ -70,8 +71,12 @@ class ExportContext:
         return self.node.output.shape
 
     def weight(self, name: str) -> str:
-        """The canonical weight ``<node>/<name>`` as an initialiser of that name."""
-        return self.const(name, self.weights[name])
+        """The canonical weight ``<node>/<name>`` as an initialiser of that name (once: a second use of
+        the same weight, as a tied head's, reads the same initialiser)."""
+        key = f"{self.node.id}/{name}"
+        if key not in self.parts.weights:
+            self.parts.weights[key] = self.const(name, self.weights[name])
+        return self.parts.weights[key]
 
     def const(self, name: str, value: np.ndarray | float | Sequence[int]) -> str:
         """An initialiser ``<node>/<name>``: float values become float32, integer lists int64."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from core.onnx_export._graph import ExportContext, exports
 from core.onnx_export.activation import gelu
 from core.onnx_export.dense import linear
@@ -17,6 +19,7 @@ from core.onnx_export.norm import layer_norm
 
 def self_attention(ctx: ExportContext, x: str, width: int, heads: int, prefix: str = "",
                    out: str | None = None) -> str:
+    """The attention block; a ``causal`` node adds −∞ above the diagonal of the scores (masked attention)."""
     d = width // heads
     packed, packed_bias = ctx.weights[f"{prefix}in_proj_weight"], ctx.weights.get(f"{prefix}in_proj_bias")
     projected = []
@@ -29,6 +32,10 @@ def self_attention(ctx: ExportContext, x: str, width: int, heads: int, prefix: s
         projected.append(ctx.op("Transpose", [ctx.reshape(y, [0, 0, heads, d])], perm=perm))
     q, k, v = projected
     scores = ctx.op("Mul", [ctx.op("MatMul", [q, k]), ctx.const(f"{prefix}scale", 1.0 / math.sqrt(d))])
+    if ctx.params["causal"]:
+        steps = ctx.in_shapes[0][0]
+        mask = np.triu(np.full((steps, steps), -np.inf, dtype=np.float32), 1)
+        scores = ctx.op("Add", [scores, ctx.const(f"{prefix}causal_mask", mask)])
     weighted = ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), v])  # (N, heads, T, d)
     joined = ctx.reshape(ctx.op("Transpose", [weighted], perm=[0, 2, 1, 3]), [0, 0, width])
     return linear(ctx, joined, 2, f"{prefix}out_proj.", out)
@@ -49,7 +56,8 @@ def transformer_encoder_layer(ctx: ExportContext) -> str:
 
     def feed_forward(y: str) -> str:
         hidden = linear(ctx, y, 2, "linear1.")
-        hidden = ctx.op("Relu", [hidden]) if p["activation"] == "relu" else gelu(ctx, hidden)
+        hidden = ctx.op("Relu", [hidden]) if p["activation"] == "relu" else \
+            gelu(ctx, hidden, "tanh" if p["activation"] == "gelu_tanh" else "none")
         return linear(ctx, hidden, 2, "linear2.")
 
     if p["norm_first"]:

@@ -20,4 +20,17 @@ def linear(ctx: ExportContext, x: str, rank: int, prefix: str = "", out: str | N
 
 @exports("Linear")
 def linear_node(ctx: ExportContext) -> str:
+    tie = ctx.params.get("tie_to")
+    if tie is not None:
+        return tied_linear(ctx, ctx.parts.weights[f"{tie}/weight"])
     return linear(ctx, ctx.inputs[0], len(ctx.in_shapes[0]), out=ctx.out)
+
+
+def tied_linear(ctx: ExportContext, table: str) -> str:
+    """A head tied to an Embedding: the Embedding's one (V, E) initialiser, transposed by a Transpose node
+    (Gemm's transB for vectors), so the model holds the table once as torch does."""
+    x, has_bias = ctx.inputs[0], "bias" in ctx.weights
+    if len(ctx.in_shapes[0]) == 1:
+        return ctx.op("Gemm", [x, table] + ([ctx.weight("bias")] if has_bias else []), ctx.out, transB=1)
+    product = ctx.op("MatMul", [x, ctx.op("Transpose", [table], perm=[1, 0])], None if has_bias else ctx.out)
+    return ctx.op("Add", [product, ctx.weight("bias")], ctx.out) if has_bias else product

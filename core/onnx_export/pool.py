@@ -6,6 +6,7 @@ start ⌊i·n/out⌋, end ⌈(i+1)·n/out⌉); global and sequence pools are red
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from core.onnx_export._graph import ExportContext, exports
 
@@ -60,5 +61,9 @@ def global_avg_pool(ctx: ExportContext) -> str:
 
 @exports("SequencePool")
 def sequence_pool(ctx: ExportContext) -> str:
+    if ctx.params["mode"] == "first":  # x[:, 0]: a scalar (0-d) index drops the time axis
+        index = ctx.parts.unique(f"{ctx.node.id}/first")
+        ctx.parts.initializers.append(numpy_helper.from_array(np.asarray(0, dtype=np.int64), index))
+        return ctx.op("Gather", [ctx.inputs[0], index], ctx.out, axis=1)
     reduce = "ReduceMean" if ctx.params["mode"] == "mean" else "ReduceMax"
     return ctx.op(reduce, ctx.inputs, ctx.out, axes=[1], keepdims=0)

@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, numpy_helper
 
+from core.block_folding import fold_repeats
 from core.errors import Problem, SpecError
 from core.onnx_import import (  # noqa: F401  (imported for their registrations)
     activation,
@@ -40,6 +41,7 @@ from core.onnx_import import (  # noqa: F401  (imported for their registrations)
     norm,
     one_to_one,
     pool,
+    resize,
     shape,
 )
 from core.onnx_import._fold import BudgetSpent, FoldBudget, Folder, FoldRefused
@@ -54,6 +56,9 @@ from core.onnx_import._graph import (
     imports,
 )
 from core.onnx_import._load import load_model
+from core.onnx_import._patterns import Fused, find_patterns
+from core.onnx_import.activation import match_gelu, match_gelu_tanh
+from core.onnx_import.attention import match_attention
 from core.spec import PipelineSpec
 from core.validate import validate
 
@@ -85,8 +90,9 @@ def _problem(node: NodeProto, opset: int, message: str, expected: str | None = N
                    received=received or node.op_type, expected=expected, fix=fix)
 
 
-def _graph_input(model: ModelProto) -> tuple[str, tuple[int, ...], int]:
-    """The one non-initialiser input: its name, shape without the batch axis, and batch size (1 if symbolic)."""
+def _graph_input(model: ModelProto) -> tuple[str, tuple[int, ...], int, str]:
+    """The one non-initialiser input: its name, shape without the batch axis, batch size (1 if symbolic) and
+    dtype (float32, or int64 token ids (batch, T))."""
     inits = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
     if len(inputs) != 1:
@@ -95,13 +101,14 @@ def _graph_input(model: ModelProto) -> tuple[str, tuple[int, ...], int]:
                                  expected="exactly one input (the images or features)")])
     tensor = inputs[0].type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
-    if tensor.elem_type != onnx.TensorProto.FLOAT or len(dims) < 2 or any(d < 1 for d in dims[1:]):
+    tokens = tensor.elem_type == onnx.TensorProto.INT64 and len(dims) == 2
+    if (tensor.elem_type != onnx.TensorProto.FLOAT and not tokens) or len(dims) < 2 or any(d < 1 for d in dims[1:]):
         raise SpecError([Problem(f"onnx.inputs[{inputs[0].name}]", "the input is not float32 of a fixed size",
                                  received=f"type {onnx.TensorProto.DataType.Name(tensor.elem_type)}, shape {dims}",
-                                 expected="float32 of shape (batch, C, H, W) or (batch, F), sizes fixed after "
-                                          "the batch axis",
+                                 expected="float32 of shape (batch, C, H, W) or (batch, F), or int64 token ids "
+                                          "(batch, T), sizes fixed after the batch axis",
                                  fix="export the model with a fixed input size")])
-    return inputs[0].name, tuple(dims[1:]), dims[0] or 1
+    return inputs[0].name, tuple(dims[1:]), dims[0] or 1, "int64" if tokens else "float32"
 
 
 def _trailing_softmax(model: ModelProto) -> NodeProto | None:
@@ -137,11 +144,12 @@ def _initialisers(model: ModelProto) -> dict[str, np.ndarray]:
 
 
 def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None,
-                weights_file: str | None = None, budget: FoldBudget | None = None) -> ImportResult:
+                weights_file: str | None = None, budget: FoldBudget | None = None, fold: bool = True) -> ImportResult:
     """Import an ONNX model; :class:`SpecError` with every problem when it cannot be (see the module doc).
 
     ``weights_file`` becomes the spec's ``training.init_weights`` (the caller writes the weights there);
-    ``budget`` bounds the folding of constants (:class:`FoldBudget`'s defaults when None).
+    ``budget`` bounds the folding of constants (:class:`FoldBudget`'s defaults when None); ``fold``
+    folds repeated structure into blocks (:mod:`core.block_folding`; the weights follow their nodes).
     """
     model = load_model(source)
     opset = _opset(model)
@@ -150,9 +158,10 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
                                  received=str(opset), expected=f"opset ≥ {MIN_OPSET}",
                                  fix="convert the model to a newer opset (onnx.version_converter)")])
     foreign = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
-    in_name, in_shape, batch = _graph_input(model)
+    in_name, in_shape, batch, in_dtype = _graph_input(model)
     builder = GraphBuilder(batch=batch)
-    source_value = builder.add("Input", {"shape": list(in_shape)}, [], "input")
+    source_value = builder.add("Input", {"shape": list(in_shape), **({"dtype": "int64"} if in_dtype == "int64" else {})},
+                               [], "input")
     consts = _initialisers(model)
     folder = Folder(budget or FoldBudget(), opset)
     values: dict[str, Imported] = {in_name: source_value}
@@ -163,8 +172,13 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
     problems = [_problem(n, opset, f"op domain {n.domain!r} is not the standard one", expected="ONNX's own ops")
                 for n in foreign]
     notes: list[str] = []
-    for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx"):
+    fusions = find_patterns(model.graph, consts, {"Softmax": match_attention, "Erf": match_gelu,
+                                                     "Tanh": match_gelu_tanh})
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx") or index in fusions.skipped:
+            continue
+        if index in fusions.blocks:
+            _emit_fused(fusions.blocks[index], node, opset, builder, values, problems)
             continue
         ins = [None if not i else consts.get(i, values.get(i, _MISSING)) for i in node.input]
         constant = node.op_type == "Constant" or bool(ins) and all(isinstance(x, np.ndarray) or x is None for x in ins)
@@ -189,7 +203,9 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
             continue
         if node.op_type == "Shape":
             if isinstance(ins[0], Value):
-                consts[node.output[0]] = np.array([batch, *ins[0].shape], dtype=np.int64)
+                full = np.array([batch, *ins[0].shape], dtype=np.int64)
+                start, end = _shape_range(node, len(full))
+                consts[node.output[0]] = full[start:end]
             else:
                 problems.append(_problem(node, opset, "reads the shape of a split channel axis or a pending Pad",
                                          expected="the shape of a tensor the catalogue computes"))
@@ -204,11 +220,51 @@ def import_onnx(source: ModelProto | bytes | str | Path, name: str | None = None
             values[node.output[0]] = out
     if problems:
         raise SpecError(problems)
-    return _finish(model, builder, values, consts, name, weights_file, notes, dropped)
+    return _finish(model, builder, values, consts, name, weights_file, notes, dropped, fold)
+
+
+def _emit_fused(fused: Fused, node: NodeProto, opset: int, builder: GraphBuilder, values: dict[str, Imported],
+                problems: list[Problem]) -> None:
+    """A recognised pattern becomes one catalogue node (:mod:`core.onnx_import._patterns`)."""
+    x = values.get(fused.source)
+    if x is None:
+        return  # downstream of a refused node: its problem is reported already
+    if not isinstance(x, Value):
+        problems.append(_problem(node, opset, f"the {fused.op} it ends reads an intermediate form",
+                                 expected="a sequence (T, E) computed by the network"))
+        return
+    try:
+        values[fused.output] = builder.add(fused.op, fused.params, [x], fused.hint, fused.weights)
+    except Refused as err:
+        problems.append(_problem(node, opset, err.message, err.expected, err.fix))
+
+
+def _folded(builder: GraphBuilder, notes: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The model section with its repeated structure folded into blocks, and the weights under their new ids."""
+    folded = fold_repeats(builder.nodes, builder.edges)
+    if not folded.blocks:
+        return {"nodes": builder.nodes, "edges": builder.edges}, builder.weights
+    weights = {}
+    for key, array in builder.weights.items():
+        node, _, name = key.partition("/")
+        weights[f"{folded.renamed.get(node, node)}/{name}"] = array
+    notes.append(f"repeated structure is folded into {len(folded.blocks)} blocks "
+                 f"({', '.join(b['name'] for b in folded.blocks)}): {len(folded.nodes)} nodes instead of "
+                 f"{len(builder.nodes)}, the same network")
+    return {"nodes": folded.nodes, "edges": folded.edges, "blocks": folded.blocks}, weights
+
+
+def _shape_range(node: NodeProto, rank: int) -> tuple[int, int]:
+    """A Shape node's ``start`` and ``end`` (opset 15: the dims it returns), clamped as ONNX says."""
+    attrs = {a.name: a.i for a in node.attribute}
+    start, end = attrs.get("start", 0), attrs.get("end", rank)
+    return (min(max(start + rank if start < 0 else start, 0), rank),
+            min(max(end + rank if end < 0 else end, 0), rank))
 
 
 def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported], consts: dict[str, np.ndarray],
-            name: str | None, weights_file: str | None, notes: list[str], dropped: NodeProto | None) -> ImportResult:
+            name: str | None, weights_file: str | None, notes: list[str], dropped: NodeProto | None,
+            fold: bool) -> ImportResult:
     if len(model.graph.output) != 1:
         raise SpecError([Problem("onnx.outputs", f"the model has {len(model.graph.output)} outputs",
                                  expected="exactly one output (the prediction)")])
@@ -227,20 +283,37 @@ def _finish(model: ModelProto, builder: GraphBuilder, values: dict[str, Imported
     classify = len(result.shape) == 1 and result.shape[0] > 1
     in_shape = list(builder.params[builder.nodes[0]["id"]]["shape"])
     spec_name = (name or model.graph.name or "imported")[:200]
+    section, weights = _folded(builder, notes) if fold else ({"nodes": builder.nodes, "edges": builder.edges},
+                                                             builder.weights)
+    data: dict[str, Any] = {"source": "data", "format": "image_folder" if len(in_shape) == 3 else "npz",
+                            "input_shape": in_shape, "task": "classification" if classify else "regression",
+                            **({"num_classes": result.shape[0]} if classify else {})}
+    if builder.params[builder.nodes[0]["id"]]["dtype"] == "int64":
+        data, classify = _token_data(builder, in_shape, result)
     doc: dict[str, Any] = {
         "name": spec_name,
         "description": f"Imported from ONNX (opset {_opset(model)}, producer {model.producer_name or 'unknown'} "
                        f"{model.producer_version}".rstrip() + ")",
-        "data": {"source": "data", "format": "image_folder" if len(in_shape) == 3 else "npz",
-                 "input_shape": in_shape, "task": "classification" if classify else "regression",
-                 **({"num_classes": result.shape[0]} if classify else {})},
-        "model": {"nodes": builder.nodes, "edges": builder.edges},  # the editor lays them out
+        "data": data,
+        "model": section,  # the editor lays it out
         "training": {"loss": "cross_entropy" if classify else "mse",
                      **({"init_weights": weights_file} if weights_file else {})},
     }
     spec = PipelineSpec.model_validate(doc)
     validate(spec)  # raises SpecError with every problem: an import must yield a valid spec
-    return ImportResult(spec, builder.weights, output_tensor, notes)
+    return ImportResult(spec, weights, output_tensor, notes)
+
+
+def _token_data(builder: GraphBuilder, in_shape: list[int], result: Value) -> tuple[dict[str, Any], bool]:
+    """The data layer of a model reading token ids: a language model's token stream when it predicts one of
+    its Embedding's ids at every position ((T, V) scores), else a tokenized text column (regression)."""
+    vocabularies = {p["num_embeddings"] for n, p in builder.params.items() if builder.ops[n] == "Embedding"}
+    if len(in_shape) == 1 and result.shape == (in_shape[0], *result.shape[1:]) and len(result.shape) == 2 \
+            and result.shape[1] in vocabularies:
+        return {"source": "tokens.bin", "task": "language_modeling", "block_size": in_shape[0],
+                "vocab_size": result.shape[1]}, True
+    return {"source": "texts.csv", "format": "csv", "task": "regression", "input_shape": in_shape,
+            "preprocessing": [{"op": "tokenize", "column": "text", "max_length": in_shape[0]}]}, False
 
 
 def save_import(result: ImportResult, spec_path: str | Path) -> tuple[Path, Path]:

@@ -56,7 +56,26 @@ class ZeroPadded:
     pads: tuple[int, ...]
 
 
-Imported = Value | SplitChannels | ZeroPadded
+@dataclass(frozen=True)
+class Tokens:
+    """A patch convolution's output (E, H', W') reshaped to (E, H'·W') and not yet consumed (ViT's patch
+    embedding is Conv → Reshape → Transpose [0, 2, 1]): the Transpose makes the convolution a PatchEmbed;
+    any other reader gets the Reshape it is (:meth:`NodeContext.value`)."""
+
+    source: Value
+    hint: str
+
+
+@dataclass(frozen=True)
+class Cropped:
+    """A feature map sliced on its spatial axes by an ONNX Slice, not yet consumed: a Concat along the
+    channels that reads it makes a CropConcat (U-Net's cropped skip connection)."""
+
+    source: Value
+    box: tuple[tuple[int, int], ...]  # (start, stop) per spatial axis
+
+
+Imported = Value | SplitChannels | ZeroPadded | Tokens | Cropped
 
 
 class Refused(Exception):
@@ -113,6 +132,7 @@ class GraphBuilder:
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     ops: dict[str, str] = field(default_factory=dict)  # node id → op
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id → checked params
+    inputs: dict[str, list[Value]] = field(default_factory=dict)  # node id → its input values
 
     def node_id(self, hint: str) -> str:
         """A node id from an ONNX name (characters the spec refuses become '_'), unique in the graph."""
@@ -148,6 +168,7 @@ class GraphBuilder:
         node_id = self.node_id(hint)
         self.ops[node_id] = op
         self.params[node_id] = checked
+        self.inputs[node_id] = list(inputs)
         self.nodes.append({"id": node_id, "op": op, "params": {k: v for k, v in params.items() if v is not None}})
         for port, v in enumerate(inputs):
             edge: dict[str, Any] = {"source": v.node, "target": node_id}
@@ -157,6 +178,19 @@ class GraphBuilder:
         for name, array in (weights or {}).items():
             self.weights[f"{node_id}/{name}"] = np.ascontiguousarray(array, dtype=np.float32)
         return Value(node_id, tuple(out.shape))
+
+
+    def remove(self, node_id: str) -> tuple[list[Value], dict[str, np.ndarray]]:
+        """Take out a node that nothing reads yet (to be replaced by one op that does its work and
+        more); returns its inputs and weights."""
+        if any(e["source"] == node_id for e in self.edges):
+            raise ValueError(f"node {node_id} is read by another node")  # a programming error in an importer
+        self.nodes = [n for n in self.nodes if n["id"] != node_id]
+        self.edges = [e for e in self.edges if e["target"] != node_id]
+        prefix = f"{node_id}/"
+        weights = {k[len(prefix):]: self.weights.pop(k) for k in [k for k in self.weights if k.startswith(prefix)]}
+        del self.ops[node_id], self.params[node_id]
+        return self.inputs.pop(node_id), weights
 
 
 @dataclass
@@ -189,9 +223,13 @@ class NodeContext:
         got = self.inputs[i] if i < len(self.inputs) else None
         if isinstance(got, Value):
             return got
+        if isinstance(got, Tokens):  # read as the Reshape it is
+            return self.builder.add("Reshape", {"shape": list(_token_shape(got))}, [got.source], got.hint)
         what = "a constant" if isinstance(got, np.ndarray) else "missing" if got is None else \
             "zero-padded by a Pad (only a convolution or an average pool counting padding can take it)" \
             if isinstance(got, ZeroPadded) else \
+            "a feature map cropped by a Slice (only a Concat of cropped maps along the channels is supported)" \
+            if isinstance(got, Cropped) else \
             "a channel axis split into groups (only a Transpose of the groups and a Reshape back are supported)"
         raise Refused(f"input {i} is {what}", expected="a tensor computed from the model's input")
 
@@ -217,3 +255,8 @@ class NodeContext:
     def add(self, op: str, params: dict[str, Any], inputs: Sequence[Value],
             weights: dict[str, np.ndarray] | None = None, suffix: str = "") -> Value:
         return self.builder.add(op, params, inputs, self.name + suffix, weights)
+
+
+def _token_shape(tokens: Tokens) -> tuple[int, ...]:
+    e, h, w = tokens.source.shape
+    return (e, h * w)

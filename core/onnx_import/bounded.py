@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -39,17 +42,26 @@ MEMORY_BYTES = 2 * 2**30  # the interpreter, numpy and onnx need under 512 MiB o
 TIMEOUT_S = 120.0
 
 
-def import_bounded(raw: bytes, name: str, budget: dict[str, float] | None = None,
-                   memory_bytes: int = MEMORY_BYTES, timeout: float = TIMEOUT_S) -> ImportResult:
-    """:func:`core.onnx_import.import_onnx` of the bytes ``raw`` in a bounded subprocess; returns its
+def import_bounded(raw: bytes | BinaryIO, name: str, budget: dict[str, float] | None = None,
+                   memory_bytes: int = MEMORY_BYTES, timeout: float = TIMEOUT_S,
+                   keep_weights: Callable[[BinaryIO], object] | None = None) -> ImportResult:
+    """:func:`core.onnx_import.import_onnx` of the bytes ``raw`` (or of an open model file, copied in pieces,
+    never whole in this process's memory) in a bounded subprocess; returns its
     :class:`~core.onnx_import.ImportResult`, raises :class:`SpecError` with its problems or
-    :class:`FlowTrainError` saying which bound stopped it. ``budget``: :class:`FoldBudget`'s keywords."""
+    :class:`FlowTrainError` saying which bound stopped it. ``budget``: :class:`FoldBudget`'s keywords.
+    ``keep_weights``: given the weights' ``.npz`` as an open file (opened with ``O_NOFOLLOW``), it copies them
+    where they go, and the result's ``weights`` are left empty: a large model's weights never pass through
+    this process's memory."""
     from core.load import spec_from_json
     from core.onnx_import import ImportResult  # noqa: F811  (the class itself, at run time)
 
     with tempfile.TemporaryDirectory(prefix="flowtrain-onnx-import-") as tmp:
         folder = Path(tmp)
-        (folder / "model.onnx").write_bytes(raw)
+        if isinstance(raw, bytes):
+            (folder / "model.onnx").write_bytes(raw)
+        else:  # the subprocess's folder holds the model and nothing else
+            with (folder / "model.onnx").open("wb") as out:
+                shutil.copyfileobj(raw, out, 2**20)
         (folder / "job.json").write_text(json.dumps({"name": name, "budget": budget or {}, "memory": memory_bytes}))
         env = {**allowed_environment(), "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
@@ -69,8 +81,13 @@ def import_bounded(raw: bytes, name: str, budget: dict[str, float] | None = None
             raise SpecError([Problem(**p) for p in doc["problems"]])
         if doc["kind"] == "error":
             raise FlowTrainError(doc["message"])
-        with np.load(folder / "weights.npz", allow_pickle=False) as saved:
-            weights = {key: saved[key] for key in saved.files}
+        weights: dict[str, np.ndarray] = {}
+        if keep_weights is not None:
+            with os.fdopen(os.open(folder / "weights.npz", os.O_RDONLY | os.O_NOFOLLOW), "rb") as saved_file:
+                keep_weights(saved_file)
+        else:
+            with np.load(folder / "weights.npz", allow_pickle=False) as saved:
+                weights = {key: saved[key] for key in saved.files}
         return ImportResult(spec_from_json(doc["spec"], source=name), weights, doc["output_tensor"], doc["notes"])
 
 

@@ -60,3 +60,35 @@ def conv(ctx: NodeContext) -> Value:
         return ctx.add("Conv2d", params, [x], weights)
     params.update(kernel_size=kernel[0], stride=strides[0], padding=pads[0], dilation=dilations[0])
     return ctx.add("Conv1d", params, [x], weights)
+
+
+@imports("ConvTranspose")
+def conv_transpose(ctx: NodeContext) -> Value:
+    """A 2-d ConvTranspose (U-Net's learned up-sampling): kernel (in, out, kh, kw) in torch's layout as it is;
+    the same padding at both ends of an axis; ``output_shape`` worked out into ``output_padding``."""
+    x = ctx.value(0)
+    w = ctx.weight(1, "kernel")
+    if w.ndim != 4:
+        raise Refused(f"a {w.ndim - 2}-d transposed convolution", expected="a 2-d transposed convolution")
+    if int(ctx.attr("group", 1)) != 1 or any(d != 1 for d in ctx.attr("dilations", [1, 1])):
+        raise Refused(f"group {ctx.attr('group', 1)}, dilations {list(ctx.attr('dilations', [1, 1]))}",
+                      expected="group 1 and dilations 1 (ConvTranspose2d has neither)")
+    if ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "", "VALID"):
+        raise Refused(f"auto_pad {ctx.attr('auto_pad')}", expected="explicit pads (auto_pad NOTSET) or VALID")
+    kernel, strides = [int(k) for k in w.shape[2:]], [int(s) for s in ctx.attr("strides", [1, 1])]
+    pads = [0] * 4 if ctx.attr("auto_pad", "NOTSET") == "VALID" else [int(p) for p in ctx.attr("pads", [0] * 4)]
+    padding = symmetric(pads, "transposed convolution")
+    extra = [int(p) for p in ctx.attr("output_padding", [0, 0])]
+    wanted = ctx.attr("output_shape")
+    if wanted is not None:  # the size asked for, beyond what the strides give, is output padding
+        extra = [int(o) - ((n - 1) * s - 2 * p + k) for o, n, s, p, k in
+                 zip(list(wanted)[-2:], x.shape[1:], strides, padding, kernel)]
+        if any(e < 0 for e in extra):
+            raise Refused(f"output_shape {list(wanted)} is smaller than the convolution gives",
+                          expected="an output_shape the pads and strides give (or none)")
+    weights = {"weight": w}
+    if len(ctx.inputs) > 2 and ctx.inputs[2] is not None:
+        weights["bias"] = ctx.weight(2, "bias")
+    params: dict[str, Any] = {"out_channels": int(w.shape[1]), "kernel_size": kernel, "stride": strides,
+                              "padding": padding, "output_padding": extra, "bias": "bias" in weights}
+    return ctx.add("ConvTranspose2d", params, [x], weights)

@@ -1,4 +1,8 @@
-"""Gemm and MatMul by a constant matrix: a Linear (weight (out, in), as torch keeps it)."""
+"""Gemm and MatMul by a constant matrix: a Linear (weight (out, in), as torch keeps it).
+
+A matrix that is, value for value, the table of an Embedding upstream is a head tied to it (``tie_to``):
+FlowTrain's export writes a tied head as the table's initialiser through a Transpose (folded here into a
+constant), torch.onnx's constant folding as a transposed copy; either way the import holds the table once."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ def gemm(ctx: NodeContext) -> Value:
                                               (weight.shape[0],)).copy()
         except ValueError:
             raise Refused(f"its bias {c.shape} does not broadcast to ({weight.shape[0]},)") from None
-    return ctx.add("Linear", {"out_features": int(weight.shape[0]), "bias": "bias" in weights}, [x], weights)
+    return _linear(ctx, x, weights)
 
 
 @imports("MatMul")
@@ -36,4 +40,31 @@ def matmul(ctx: NodeContext) -> Value:
     w = ctx.weight(1, "weight matrix")
     if w.ndim != 2 or len(x.shape) not in (1, 2) or x.shape[-1] != w.shape[0]:
         raise Refused(f"multiplies {x.shape} by {w.shape}", expected="features (F,) or (T, F) by a constant (F, out)")
-    return ctx.add("Linear", {"out_features": int(w.shape[1]), "bias": False}, [x], {"weight": w.T})
+    return _linear(ctx, x, {"weight": w.T})
+
+
+def _linear(ctx: NodeContext, x: Value, weights: dict[str, np.ndarray]) -> Value:
+    """A Linear, tied to the Embedding upstream whose table its weight is (the table then held once)."""
+    params: dict[str, object] = {"out_features": int(weights["weight"].shape[0]), "bias": "bias" in weights}
+    table = _tied_table(ctx, x, weights["weight"])
+    if table is not None:
+        params["tie_to"] = table
+        weights = {k: v for k, v in weights.items() if k != "weight"}
+    return ctx.add("Linear", params, [x], weights)
+
+
+def _tied_table(ctx: NodeContext, x: Value, weight: np.ndarray) -> str | None:
+    """The Embedding upstream of ``x`` whose table equals ``weight`` exactly, or None."""
+    b = ctx.builder
+    seen, stack = {x.node}, [x.node]
+    while stack:
+        node = stack.pop()
+        if b.ops.get(node) == "Embedding":
+            table = b.weights.get(f"{node}/weight")
+            if table is not None and table.shape == weight.shape and np.array_equal(table, weight):
+                return node
+        for v in b.inputs.get(node, ()):
+            if v.node not in seen:
+                seen.add(v.node)
+                stack.append(v.node)
+    return None

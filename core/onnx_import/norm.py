@@ -1,4 +1,4 @@
-"""BatchNormalization, LRN, and the per-channel affine form (Mul/Add by a constant) folded into BatchNorm.
+"""BatchNormalization, LayerNormalization, LRN, and the per-channel affine form (Mul/Add by a constant) folded into BatchNorm.
 
 A BatchNorm computes ``weight·(x − mean)/√(var + eps) + bias`` per channel, so a Mul or Add by a
 per-channel constant that follows one (and is its only reader) changes its weight and bias; one
@@ -81,3 +81,29 @@ def lrn(ctx: NodeContext) -> Value:
     return ctx.add("LocalResponseNorm", {"size": size, "alpha": float(ctx.attr("alpha", 1e-4)),
                                          "beta": float(ctx.attr("beta", 0.75)), "k": float(ctx.attr("bias", 1.0))},
                    [ctx.value(0)])
+
+
+@imports("LayerNormalization")
+def layer_norm(ctx: NodeContext) -> Value:
+    """LayerNormalization over the last axis (torch's, and FlowTrain's export) is a LayerNorm with its
+    scale and bias (zeros when the bias is left out); over more axes the catalogue has no op."""
+    x = ctx.value(0)
+    rank = len(x.shape) + 1
+    axis = int(ctx.attr("axis", -1))
+    if axis % rank != rank - 1 or not -rank <= axis < rank:
+        raise Refused(f"it normalises from axis {axis} of a {rank}-axis tensor (batch included)",
+                      expected=f"axis -1 or {rank - 1}: the last axis only", fix="LayerNorm normalises the last axis; "
+                      "reshape the axes to normalise into one last axis before it")
+    if int(ctx.attr("stash_type", 1)) != 1:
+        raise Refused(f"it computes its statistics as ONNX type {ctx.attr('stash_type')}",
+                      expected="stash_type 1 (float32, the default)")
+    if any(ctx.node.output[1:]):
+        raise Refused("its mean or inverse deviation outputs are read", expected="only the normalised output read")
+    width = x.shape[-1]
+    scale = ctx.weight(1, "scale")
+    bias = ctx.weight(2, "bias") if len(ctx.inputs) > 2 and ctx.inputs[2] is not None else np.zeros(width, np.float32)
+    if scale.size != width or bias.size != width:
+        raise Refused(f"its scale {scale.shape} and bias {bias.shape} are not one number per feature of {x.shape}",
+                      expected=f"scale and bias of shape ({width},)")
+    return ctx.add("LayerNorm", {"eps": float(ctx.attr("epsilon", 1e-5)), "elementwise_affine": True}, [x],
+                   {"weight": scale.reshape(width), "bias": bias.reshape(width)})

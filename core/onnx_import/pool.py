@@ -6,6 +6,8 @@ its end (GoogLeNet's last pool: the mean of every position) is AdaptiveAvgPool2d
 
 from __future__ import annotations
 
+import numpy as np
+
 from core.onnx_import._graph import NodeContext, Refused, Value, imports
 from core.onnx_import.conv import explicit_pads, symmetric, with_pad
 from core.ops.registry import conv_out
@@ -72,3 +74,22 @@ def global_average_pool(ctx: NodeContext) -> Value:
     if len(x.shape) == 2:  # a signal (C, L) → (C, 1)
         return ctx.add("Reshape", {"shape": [x.shape[0], 1]}, [ctx.add("GlobalAvgPool", {}, [x])], suffix="_flat")
     return ctx.add("AdaptiveAvgPool2d", {"output_size": [1, 1]}, [x])
+
+
+@imports("Gather")
+def gather(ctx: NodeContext) -> Value:
+    """``x[:, 0]`` of a sequence (T, F): its first position (ViT's class token), SequencePool(mode='first');
+    or the rows of a constant (V, E) table at token ids computed by the network: an Embedding."""
+    table = ctx.const(0)
+    if table is not None and table.ndim == 2 and not isinstance(ctx.inputs[1], np.ndarray) \
+            and int(ctx.attr("axis", 0)) == 0:
+        ids = ctx.value(1)
+        return ctx.add("Embedding", {"num_embeddings": int(table.shape[0]), "embedding_dim": int(table.shape[1])},
+                       [ids], {"weight": table.astype(np.float32)})
+    x, index = ctx.value(0), ctx.const(1)
+    axis = int(ctx.attr("axis", 0)) % (len(x.shape) + 1)
+    if len(x.shape) != 2 or axis != 1 or index is None or index.shape != () or int(index) != 0:
+        got = "a computed index" if index is None else f"index {np.asarray(index).tolist()}"
+        raise Refused(f"it gathers {got} along axis {axis} of {x.shape}",
+                      expected="the first position of a sequence (T, F): a scalar index 0 along axis 1")
+    return ctx.add("SequencePool", {"mode": "first"}, [x])

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from core.onnx_import._graph import Imported, NodeContext, Refused, SplitChannels, Value, ZeroPadded, imports
+from core.onnx_import._graph import Imported, NodeContext, Refused, SplitChannels, Tokens, Value, ZeroPadded, imports
 
 
 def _target(ctx: NodeContext, shape: tuple[int, ...], raw: list[int]) -> tuple[int, ...]:
@@ -46,12 +46,21 @@ def reshape_value(ctx: NodeContext, got: Imported, target: tuple[int, ...]) -> I
     x = got
     if target == x.shape:
         return x
+    if _patch_conv(ctx, x) and target == (x.shape[0], x.shape[1] * x.shape[2]) and ctx.single_consumer[0]:
+        return Tokens(x, ctx.name)
     if len(x.shape) >= 2 and len(target) == len(x.shape) + 1 and target[2:] == x.shape[1:] \
             and target[0] * target[1] == x.shape[0]:
         return SplitChannels(x, target[0])
     if target == (math.prod(x.shape),):
         return ctx.add("Flatten", {}, [x])
     return ctx.add("Reshape", {"shape": list(target)}, [x])
+
+
+def _patch_conv(ctx: NodeContext, x: Value) -> bool:
+    """Whether ``x`` is a convolution over non-overlapping patches (kernel = stride, no padding)."""
+    p = ctx.builder.params.get(x.node, {})
+    return ctx.builder.ops.get(x.node) == "Conv2d" and p["kernel_size"] == p["stride"] and \
+        p["padding"] == (0, 0) and p["dilation"] == (1, 1) and p["groups"] == 1
 
 
 def _input(ctx: NodeContext) -> Imported:
@@ -62,6 +71,9 @@ def _input(ctx: NodeContext) -> Imported:
 
 
 def _shape_of(got: Imported) -> tuple[int, ...]:
+    if isinstance(got, Tokens):
+        e, h, w = got.source.shape
+        return (e, h * w)
     return got.source.shape if isinstance(got, SplitChannels) else got.shape
 
 
@@ -125,8 +137,20 @@ def transpose(ctx: NodeContext) -> Imported:
         return got
     if isinstance(got, SplitChannels) and perm == [0, 2, 1, *range(3, rank)]:
         return SplitChannels(got.source, got.groups, not got.swapped)
+    if isinstance(got, Tokens) and perm == [0, 2, 1]:
+        return patch_embed(ctx, got)
     raise Refused(f"it permutes the axes {perm}", expected="the two group axes of a channel shuffle "
-                  "(Reshape (N, g, C/g, …) → Transpose [0, 2, 1, …] → Reshape back)")
+                  "(Reshape (N, g, C/g, …) → Transpose [0, 2, 1, …] → Reshape back), or the tokens of a patch "
+                  "convolution (Conv with kernel = stride → Reshape (N, E, T) → Transpose [0, 2, 1])")
+
+
+def patch_embed(ctx: NodeContext, tokens: Tokens) -> Value:
+    """The patch convolution before ``tokens`` becomes one PatchEmbed with its weights."""
+    conv = tokens.source.node
+    patch = ctx.builder.params[conv]["kernel_size"]
+    inputs, weights = ctx.builder.remove(conv)
+    params = {"patch_size": list(patch), "embed_dim": tokens.source.shape[0], "bias": "bias" in weights}
+    return ctx.builder.add("PatchEmbed", params, inputs, conv, weights)
 
 
 @imports("Pad")

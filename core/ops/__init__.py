@@ -14,8 +14,10 @@ from core.ops import (  # noqa: F401  (imported for their registrations)
     norm,
     pool,
     recurrent,
+    resize,
     shape,
     shuffle,
+    tokens,
 )
 from core.ops.registry import REGISTRY, Op, Param, ShapeError, Tensor, Weight, register_op
 

@@ -20,6 +20,8 @@ from core.ops.registry import (
 )
 
 _HEADS = Param("num_heads", "int", example=4, minimum=1, maximum=1024, help="Attention heads; must divide the width E.")
+_CAUSAL = bool_param("causal", False, "Each position attends only to itself and the positions before it (a "
+                     "decoder-only language model's self-attention).")
 
 
 def _check_heads(x: Tensor, p: dict[str, Any]) -> None:
@@ -41,7 +43,8 @@ def _attention_weights(e: int, bias: bool, prefix: str = "") -> dict[str, Weight
 
 
 def _attention_macs(t: int, e: int) -> int:
-    return 4 * t * e * e + 2 * t * t * e  # q, k, v, out projections + scores + weighted sum
+    return 4 * t * e * e + 2 * t * t * e  # q, k, v, out projections + scores + weighted sum (causal: the same
+    # matrix products with half the scores masked, as the frameworks compute them)
 
 
 @register_op
@@ -53,6 +56,7 @@ class MultiheadAttention(Op):
         _HEADS,
         Param("dropout", "float", 0.0, minimum=0.0, maximum=0.99, help="Dropout on attention weights."),
         bool_param("bias", True, "Biases in the projections."),
+        _CAUSAL,
     )
 
     @classmethod
@@ -80,9 +84,11 @@ class TransformerEncoderLayer(Op):
         _HEADS,
         Param("dim_feedforward", "int", 2048, minimum=1, maximum=1_000_000, help="Hidden width of the feed-forward."),
         Param("dropout", "float", 0.1, minimum=0.0, maximum=0.99, help="Dropout inside the block."),
-        Param("activation", "choice", "relu", choices=("relu", "gelu"), help="Feed-forward activation."),
+        Param("activation", "choice", "relu", choices=("relu", "gelu", "gelu_tanh"),
+              help="Feed-forward activation: ReLU, exact GELU, or GELU with approximate='tanh' (GPT-2's)."),
         bool_param("norm_first", False, "Pre-norm (LayerNorm before each sub-block)."),
         Param("layer_norm_eps", "float", 1e-5, minimum=1e-12, maximum=1.0, help="LayerNorm epsilon."),
+        _CAUSAL,
     )
 
     @classmethod

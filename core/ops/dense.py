@@ -16,6 +16,10 @@ class Linear(Op):
     params = (
         Param("out_features", "int", example=64, minimum=1, maximum=1_000_000, help="Number of output features."),
         bool_param("bias", True, "Add a learned bias."),
+        Param("tie_to", "node", None, optional=True,
+              help="Share the weight of this Embedding node (a language model's head tied to its token "
+                   "embedding): out_features must be its vocabulary and the input width its embedding_dim. "
+                   "The shared weight is counted once."),
     )
 
     @classmethod
@@ -30,7 +34,10 @@ class Linear(Op):
 
     @classmethod
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
-        return linear_weights(p["out_features"], inputs[0].shape[-1], p["bias"])
+        weights = linear_weights(p["out_features"], inputs[0].shape[-1], p["bias"])
+        if p.get("tie_to") is not None:
+            del weights["weight"]  # the Embedding's (V, E) table is the weight: it is declared (and counted) there
+        return weights
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

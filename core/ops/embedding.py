@@ -16,6 +16,8 @@ class Embedding(Op):
     params = (
         Param("num_embeddings", "int", example=10_000, minimum=1, maximum=10_000_000, help="Vocabulary size."),
         Param("embedding_dim", "int", example=64, minimum=1, maximum=65_536, help="Size of each vector."),
+        Param("init_std", "float", 1.0, minimum=1e-6, maximum=10.0,
+              help="The table starts N(0, init_std): torch's 1.0, or GPT-2's 0.02 for a table tied to the head."),
     )
     input_dtype = "int64"
 
@@ -27,7 +29,7 @@ class Embedding(Op):
 
     @classmethod
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
-        return {"weight": Weight((p["num_embeddings"], p["embedding_dim"]), "normal", std=1.0)}
+        return {"weight": Weight((p["num_embeddings"], p["embedding_dim"]), "normal", std=p["init_std"])}
 
 
 @register_op

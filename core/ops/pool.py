@@ -87,8 +87,10 @@ class GlobalAvgPool(Op):
 class SequencePool(Op):
     name = "SequencePool"
     family = "pool"
-    help = "Reduces a sequence (T, F) to (F) by the mean or the maximum over time."
-    params = (Param("mode", "choice", "mean", choices=("mean", "max"), help="'mean' or 'max' over time."),)
+    help = ("Reduces a sequence (T, F) to (F) by the mean or the maximum over time, or takes its first "
+            "position (a class token).")
+    params = (Param("mode", "choice", "mean", choices=("mean", "max", "first"),
+                    help="'mean' or 'max' over time, or 'first': the first position (ViT's class token)."),)
 
     @classmethod
     def infer(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> Tensor:

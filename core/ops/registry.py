@@ -21,6 +21,7 @@ count; element-wise ops (activations, normalisation, pooling) are reported as 0.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -114,7 +115,9 @@ class ParamError(ValueError):
 
 _REQUIRED = object()
 
-ParamKind = Literal["int", "float", "bool", "choice", "int_pair", "padding", "shape", "ints"]
+ParamKind = Literal["int", "float", "bool", "choice", "int_pair", "padding", "shape", "ints", "node"]
+
+NODE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # core.spec's ID_PATTERN, for ``node`` params
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,8 @@ class Param:
     ``int``/``float`` (with ``minimum``/``maximum``), ``bool``, ``choice`` (one of
     ``choices``), ``int_pair`` (an int or ``[h, w]``, normalised to a pair),
     ``padding`` (like ``int_pair`` or ``"same"``/``"valid"``), ``shape`` (a list of
-    positive ints, ``-1`` allowed once when ``allow_infer``) and ``ints`` (a list of ints).
+    positive ints, ``-1`` allowed once when ``allow_infer``), ``ints`` (a list of ints) and ``node``
+    (the id of another node of the graph; the validator checks what it names).
     """
 
     name: str
@@ -163,6 +167,7 @@ class Param:
             "padding": f"an integer{rng}, a pair [h, w], 'same' or 'valid'",
             "shape": "a list of positive integers" + (" (one -1 may stand for the rest)" if self.allow_infer else ""),
             "ints": "a list of integers",
+            "node": "the id of a node of the graph",
         }[self.kind]
         return text + (" or null" if self.optional else "")
 
@@ -197,6 +202,10 @@ class Param:
                 return tuple(self._ranged(_as_int(v, self)) for v in value)
             v = self._ranged(_as_int(value, self))
             return (v, v)
+        if self.kind == "node":
+            if not isinstance(value, str) or not NODE_ID.fullmatch(value):
+                raise ParamError("is not a node id", self.describe())
+            return value
         if self.kind in ("shape", "ints"):
             if not isinstance(value, (list, tuple)) or len(value) > 8:
                 raise ParamError("is not a list of at most 8 integers", self.describe())

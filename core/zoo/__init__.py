@@ -45,4 +45,4 @@ def template(name: str) -> PipelineSpec:
 
 
 def _load() -> None:
-    from core.zoo import text, vision  # noqa: F401  (registrations)
+    from core.zoo import gpt, segmentation, text, vision, vit  # noqa: F401  (registrations)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from core.errors import FlowTrainError
 from schedulers.base import FINAL_STATES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 FINAL_SQL = ", ".join(f"'{s.value}'" for s in FINAL_STATES)
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -47,6 +47,24 @@ SWEEPS_TABLE = """CREATE TABLE IF NOT EXISTS sweeps (
     goal TEXT NOT NULL,
     created REAL NOT NULL,
     sweep_dir TEXT NOT NULL
+)"""
+
+# A completed run's predicted and actual time to result (schedulers/learning.py), one row per run: what the
+# selector said at submission (its parts as JSON) beside what the run took (submission to its end, and the
+# program's own timings), for `flowtrain speeds --accuracy`.
+ESTIMATES_TABLE = """CREATE TABLE IF NOT EXISTS estimates (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    user TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    source TEXT NOT NULL,
+    predicted_s REAL NOT NULL,
+    low_s REAL,
+    high_s REAL,
+    actual_s REAL NOT NULL,
+    predicted TEXT NOT NULL,
+    actual TEXT NOT NULL,
+    recorded REAL NOT NULL
 )"""
 
 SCHEMA = f"""
@@ -79,7 +97,8 @@ CREATE TABLE IF NOT EXISTS runs (
     accounting TEXT,
     sweep_id TEXT REFERENCES sweeps(id),
     sweep_point INTEGER,
-    export TEXT
+    export TEXT,
+    tracking TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_user_created ON runs(user, created DESC);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created DESC);
@@ -87,6 +106,9 @@ CREATE INDEX IF NOT EXISTS runs_active ON runs(state) WHERE state NOT IN ({FINAL
 {SWEEPS_TABLE};
 CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id, sweep_point) WHERE sweep_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending';
+{ESTIMATES_TABLE};
+CREATE INDEX IF NOT EXISTS estimates_user ON estimates(user, framework, partition);
+CREATE INDEX IF NOT EXISTS runs_tracking_pending ON runs(created) WHERE tracking = 'pending';
 CREATE TABLE IF NOT EXISTS run_states (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -123,6 +145,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 'failed'. Runs completed before have had their export tried already; they stay NULL.
     4: ("ALTER TABLE runs ADD COLUMN export TEXT",
         "CREATE INDEX IF NOT EXISTS runs_export_pending ON runs(created) WHERE export = 'pending'"),
+    # 6: predicted and actual time to result of completed runs (schedulers/learning.py)
+    5: (ESTIMATES_TABLE, "CREATE INDEX IF NOT EXISTS estimates_user ON estimates(user, framework, partition)"),
+    # 7: logging a completed run to MLflow (schedulers/tracking.py): 'pending' with COMPLETED, as the
+    # export, then 'logged' or 'failed'. Runs completed before stay NULL: they are not logged.
+    6: ("ALTER TABLE runs ADD COLUMN tracking TEXT",
+        "CREATE INDEX IF NOT EXISTS runs_tracking_pending ON runs(created) WHERE tracking = 'pending'"),
 }
 
 

@@ -21,7 +21,8 @@ from core.nofollow import DIR_FLAGS, LinkInTheWay, open_below, open_file
 
 ONNX_NAME = "model.onnx"  # FlowTrain's export of a completed run (schedulers/model_export.py)
 ONNX_MODEL_FILES = (ONNX_NAME, ONNX_NAME + ".data")  # the model, and its weights when they exceed 1 GiB
-CODE_FILES = {"train.py", "model.py", "data.py", "runtime.py", "spec.json", "manifest.json", "job.sbatch"}
+CODE_FILES = {"train.py", "model.py", "data.py", "devices.py", "optim.py", "runtime.py", "loop.py", "spec.json", "manifest.json",
+              "job.sbatch"}
 
 
 @dataclass(frozen=True)

@@ -224,7 +224,7 @@ class RunRegistry(SweepTable):
                 if log_tail is not None:
                     sets["log_tail"] = log_tail
                 if status.state == RunState.COMPLETED:
-                    sets["export"] = "pending"
+                    sets["export"] = sets["tracking"] = "pending"
             elif restarted or status.state in (RunState.PENDING, RunState.REQUEUED):
                 sets.update(exit_code=None, signal=None, ended=None)
             db.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in sets)} WHERE id=?", (*sets.values(), run_id))
@@ -423,26 +423,54 @@ class RunRegistry(SweepTable):
 
         "Pending" is recorded in the same transaction as COMPLETED, so a process that dies after it
         leaves the export to the next one that asks."""
-        rows = self._conn().execute("SELECT * FROM runs WHERE export='pending' ORDER BY created, id").fetchall()
-        wanted = None if run_ids is None else set(run_ids)
-        return [run_from_row(r, with_spec=True) for r in rows
-                if (wanted is None or r["id"] in wanted) and (user is None or r["user"] == user)]
+        return self._pending("export", run_ids, user)
 
     @guarded
     def record_export(self, run_id: str, written: bool, detail: str) -> None:
         """The export's outcome: ``written`` or ``failed``, and a line in the run's history saying which.
         The first outcome stands (two processes may export the same run at once; both write the same
         file, atomically)."""
+        self._record_outcome("export", run_id, "written" if written else "failed", detail)
+
+    @guarded
+    def pending_tracking(self, run_ids: Sequence[str] | None = None, user: str | None = None) -> list[Run]:
+        """Completed runs (of ``run_ids``, of ``user``, or all) still to be logged to MLflow, oldest
+        first, with their specs; recorded pending with COMPLETED, as the export
+        (:mod:`schedulers.tracking`)."""
+        return self._pending("tracking", run_ids, user)
+
+    @guarded
+    def record_tracking(self, run_id: str, logged: bool, detail: str) -> None:
+        """MLflow logging's outcome: ``logged`` or ``failed``, and a line in the run's history saying
+        which. The first outcome stands."""
+        self._record_outcome("tracking", run_id, "logged" if logged else "failed", detail)
+
+    def _pending(self, column: str, run_ids: Sequence[str] | None, user: str | None) -> list[Run]:
+        """Completed runs whose after-completion step ``column`` (export, tracking) is still pending."""
+        rows = self._conn().execute(
+            f"SELECT * FROM runs WHERE {_AFTER_COMPLETION[column]}='pending' ORDER BY created, id").fetchall()
+        wanted = None if run_ids is None else set(run_ids)
+        return [run_from_row(r, with_spec=True) for r in rows
+                if (wanted is None or r["id"] in wanted) and (user is None or r["user"] == user)]
+
+    def _record_outcome(self, column: str, run_id: str, outcome: str, detail: str) -> None:
+        """Set a pending after-completion step's outcome and say it in the run's history; the first
+        outcome stands."""
+        column = _AFTER_COMPLETION[column]
         with self._tx() as db:
             row = self._require(db, run_id)
-            if row["export"] != "pending":
+            if row[column] != "pending":
                 return
-            db.execute("UPDATE runs SET export=? WHERE id=?", ("written" if written else "failed", run_id))
+            db.execute(f"UPDATE runs SET {column}=? WHERE id=?", (outcome, run_id))
             db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
                        (run_id, row["state"], time.time(), detail[:2000]))
 
 
 # --------------------------------------------------------------------------- helpers
+
+# the columns of the steps done after a run completed, each recorded 'pending' with COMPLETED (only these
+# names are ever put into SQL text)
+_AFTER_COMPLETION = {"export": "export", "tracking": "tracking"}
 
 
 def _check_user(user: str) -> None:

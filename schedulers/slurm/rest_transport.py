@@ -179,7 +179,7 @@ def sbatch_options(script_text: str) -> list[tuple[str, str | None]]:
 
 _KNOWN_OPTIONS = frozenset({
     "requeue", "no-requeue", "job-name", "nodes", "ntasks-per-node", "cpus-per-task", "gres", "mem", "time",
-    "partition", "account", "qos", "chdir", "output", "error", "signal", "array",
+    "partition", "account", "qos", "chdir", "output", "error", "signal", "array", "open-mode",
 })
 
 
@@ -226,6 +226,8 @@ def job_properties(script_text: str, environment: Mapping[str, str]) -> dict[str
             job["standard_output"] = value
         elif name == "error":
             job["standard_error"] = value
+        elif name == "open-mode":  # append: a requeued job's log keeps its earlier attempts
+            job["open_mode"] = value
         else:  # signal: v0.0.38 refuses "B:" (see the module docstring), so the steps get the warning.
             job["signal"] = re.sub(r"^R?B:", "", value)
     job["tasks"] = nodes * per_node

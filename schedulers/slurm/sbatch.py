@@ -34,6 +34,7 @@ from core.frameworks import FRAMEWORKS
 from core.spec import PipelineSpec
 from schedulers.base import JobRequest
 from schedulers.modules import sbatch_lines
+from schedulers.rank_errors import PEER_LOSS_ERE
 from schedulers.selector import resources_from_spec
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "slurm"
@@ -255,6 +256,8 @@ def render_sbatch(
         launch=launch.line,
         launch_line=launch.line.removeprefix("exec "),
         restarts=request.restarts,
+        world=r.nodes * procs,
+        peer_loss=shlex.quote(PEER_LOSS_ERE),
         module=request.module,
         module_lines=sbatch_lines(request.module, request.modulepath) if request.module else [],
     )

@@ -1,5 +1,6 @@
-"""Real-browser fixtures: the portal served by ``streamlit run app.py`` on a free port, and Debian's
-chromium driven by Playwright (``apt-get install -y chromium``; never ``playwright install``).
+"""Real-browser fixtures: the portal served by ``streamlit run serve.py`` (app.py's pages and the portal's
+upload route) on a free port, and Debian's chromium driven by Playwright (``apt-get install -y chromium``;
+never ``playwright install``).
 
 The server runs with its own settings file (users from the trusted ``X-Remote-User`` header, as
 behind Open OnDemand), FLOWTRAIN_HOME in a temporary folder, and is stopped after the module.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_until
+from tests.helpers import empty_screenshots, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -54,15 +55,18 @@ def _answers(port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    """The screenshot folder, emptied once per session (each module starts its own portal)."""
+    """The screenshot folder, emptied once per session (each module starts its own portal). Under
+    pytest-xdist the run's controller empties it before the workers start (tests/conftest.py): a worker
+    emptying it would delete the screenshots its sibling already took."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):  # screenshots of an earlier session must not pass for this one's
-        old.unlink()
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        empty_screenshots(ARTIFACTS)
     return ARTIFACTS
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[Portal]:
+def portal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           artifacts: Path) -> Iterator[Portal]:
     root = tmp_path_factory.mktemp("portal")
     home, data = root / "home", root / "data"
     data.mkdir()
@@ -72,13 +76,15 @@ def portal(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterato
     secret.chmod(0o600)
     config.write_text(f'home = "{home}"\n[data]\nroots = ["{data}"]\n[auth]\nmode = "header"\n'
                       f'header = "{USER_HEADER}"\nproxy_secret_file = "{secret}"\n', encoding="utf-8")
-    log = artifacts / f"server-{root.name}.log"  # one portal per test module
+    # One portal per test module, its log named for the module: a tmp folder's name ("portal0") repeats
+    # in each pytest-xdist worker, and two workers' portals would write one log.
+    log = artifacts / f"server-{request.module.__name__.rsplit('.', 1)[-1]}.log"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWTRAIN_")}
     env.update(FLOWTRAIN_CONFIG=str(config), FLOWTRAIN_HOME=str(home))
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)

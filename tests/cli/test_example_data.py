@@ -29,12 +29,13 @@ def example_data(name: str, out: Path, *extra: str) -> subprocess.CompletedProce
 
 
 def test_every_template_without_a_builtin_dataset_gets_example_data(tmp_path: Path) -> None:
-    assert NEEDS_DATA == ["alexnet", "lstm_text_classifier", "mobilenet_v2", "resnet18", "resnet18_cifar",
-                          "resnet50", "transformer_text_classifier", "vgg16"]
+    assert NEEDS_DATA == ["alexnet", "gpt2_small", "gpt_mini", "lstm_text_classifier", "mobilenet_v2", "resnet18",
+                          "resnet18_cifar", "resnet50", "transformer_text_classifier", "unet", "vgg16", "vit_b_16",
+                          "vit_cifar"]
     for name in NEEDS_DATA:
         data = zoo.template(name).data.model_dump(mode="json")
         assert data_problem(data, [tmp_path]) is not None  # "needs your data" before
-    for name in ("resnet18", "resnet18_cifar", "lstm_text_classifier"):  # the three layouts the zoo names
+    for name in ("resnet18", "resnet18_cifar", "lstm_text_classifier", "unet", "gpt2_small", "gpt_mini"):  # the layouts
         result = example_data(name, tmp_path, "--samples", "20")
         assert result.returncode == 0, result.stderr
         assert f"with {tmp_path} among your data roots" in result.stdout

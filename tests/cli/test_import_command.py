@@ -45,7 +45,8 @@ def test_import_writes_the_spec_and_its_weights_next_to_it(tmp_path: Path) -> No
     generated = flowtrain(tmp_path, "generate", "specs/sq.json", "--framework", "torch", "--out", "prog")
     assert generated.returncode == 0, generated.stderr
     train = (tmp_path / "prog" / "train.py").read_text(encoding="utf-8")
-    assert repr(str((tmp_path / "specs" / "sq.weights.npz").resolve())) in train  # found wherever it runs
+    # found wherever it runs: the absolute path, as a string literal (double-quoted: the program is ruff-formatted)
+    assert f'"{(tmp_path / "specs" / "sq.weights.npz").resolve()}"' in train
 
 
 def test_an_unsupported_model_is_refused_with_its_problems(tmp_path: Path) -> None:

@@ -310,3 +310,43 @@ def test_csv_rows_of_a_table_run_reproduce_its_validation_loss(table_run: dict[s
     assert values.shape == (len(rows),)
     mse = float(np.mean((values - diabetes.target[rows]) ** 2))
     assert mse == pytest.approx(table_run["result"]["val_loss"], rel=1e-4)
+
+
+@pytest.fixture(scope="module")
+def framework_runs(trained: dict[str, Any]) -> dict[str, Run]:
+    """The torch run of ``trained`` and the same spec trained by keras and by paddle, in its home."""
+    tmp, env, registry = trained["tmp"], trained["env"], RunRegistry(home=trained["home"])
+    runs = {"torch": trained["run"]}
+    for framework in ("keras", "paddle"):
+        out = flowtrain(env, "run", str(tmp / "spec.json"), "--scheduler", "local", "--wait", "--max-steps", "20",
+                        "--framework", framework)
+        assert out.returncode == 0, out.stdout + out.stderr
+        [run] = [r for r in registry.list_runs(ME) if r.framework == framework]
+        assert run.state == RunState.COMPLETED and (run.run_dir / "model.onnx").is_file(), registry.history(run.id)
+        runs[framework] = run
+    return runs
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_each_framework_s_own_model_agrees_with_onnxruntime(trained: dict[str, Any], framework_runs: dict[str, Run],
+                                                            framework: str) -> None:
+    run, tmp = framework_runs[framework], trained["tmp"]
+    x, y = _validation(run)
+    np.save(tmp / f"{framework}-val.npy", x)
+    out = tmp / f"{framework}.jsonl"
+    done = flowtrain(trained["env"], "predict", run.id, str(tmp / f"{framework}-val.npy"), "--batch", "100",
+                     "--framework", framework, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert f"sample(s) through {framework}'s model/model." in first
+    difference = float(first.split("largest output difference from model.onnx: ")[1].split(";")[0])
+    assert difference <= 1e-4  # on the logits
+    assert f"the same top-1 class on {len(y)} of {len(y)} samples" in first and len(y) > 100
+    top1 = [json.loads(line)["class"] for line in out.read_text().splitlines()]
+    accuracy = np.mean([c == str(label) for c, label in zip(top1, y, strict=True)])
+    assert accuracy == pytest.approx(RunRegistry(home=trained["home"]).result(run.id)["val_accuracy"], abs=1e-6)
+
+
+def test_another_framework_than_the_run_s_is_refused(trained: dict[str, Any]) -> None:
+    message = _refused(trained, trained["run"].id, "x.npy", "--framework", "keras")
+    assert "was trained with torch, so only --framework torch (its own saved model) or onnx" in message

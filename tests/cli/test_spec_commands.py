@@ -74,6 +74,22 @@ def test_validate_ok(tmp_path: Path) -> None:
     assert "valid" in proc.stdout
 
 
+def test_starting_weights_that_no_longer_fit_exit_2_naming_the_node(tmp_path: Path) -> None:
+    import numpy as np
+
+    from core.load import spec_from_json
+    from core.validate import validate
+    from core.weights import random_canonical
+
+    doc = template("mnist_cnn")
+    given = random_canonical(validate(spec_from_json(json.dumps(doc))))
+    head = next(k for k in reversed(given) if k.endswith("/weight"))
+    np.savez(tmp_path / "w.npz", **{**given, head: np.zeros((2, 2), np.float32)})
+    doc["training"]["init_weights"] = "w.npz"  # next to the spec
+    proc = flowtrain("validate", write(tmp_path, doc))
+    assert proc.returncode == 2 and f"do not fit 1 node(s): {head.split('/')[0]}" in proc.stderr
+
+
 def test_cyclic_spec_exits_2_naming_the_nodes(tmp_path: Path) -> None:
     doc = template("mnist_cnn")
     doc["model"]["edges"].append({"source": "relu2", "target": "conv2d2"})

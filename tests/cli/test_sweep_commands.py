@@ -2,7 +2,7 @@
 
 Real everything: the command line in a subprocess, the real local executor and the real dev Slurm
 cluster (asked with ``sacct``/``squeue`` whether the points really were one array). The model is a
-tiny digits MLP trained for a few steps, so a 6-point sweep takes well under two minutes.
+tiny digits MLP trained for a few steps, so a 4-point sweep takes well under two minutes.
 """
 
 from __future__ import annotations
@@ -102,20 +102,23 @@ def test_local_sweep_runs_every_point_at_most_k_at_once(home: Path, tmp_path: Pa
 @pytest.mark.frameworks
 def test_slurm_sweep_is_one_job_array(home: Path, tmp_path: Path, slurm_cluster: DevCluster) -> None:
     env = cli_env(home, tmp_path, SLURM_CONF=slurm_cluster.slurm_conf)
+    # 4 points, at most 3 at once: the throttle (%3) still holds one task back
+    grid = {**GRID, "parameters": {"training.optimizer.lr": [0.0001, 0.1], "nodes.dropout1.p": [0.0, 0.5]},
+            "max_points": 4}
     out = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", MLP)), "--sweep",
-                    str(write(tmp_path, "sweep.json", GRID)), "--scheduler", "slurm", "--wait", "--max-steps", "4",
+                    str(write(tmp_path, "sweep.json", grid)), "--scheduler", "slurm", "--wait", "--max-steps", "4",
                     "--timeout", "240", "--json", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    doc = check_completed_sweep(home, env, out.stdout)
+    doc = check_completed_sweep(home, env, out.stdout, n=4)
     array = doc["job_id"]
     runs = RunRegistry(home=home).sweep_runs(doc["id"])
-    assert [r.job_id for r in runs] == [f"{array}_{i}" for i in range(6)]
+    assert [r.job_id for r in runs] == [f"{array}_{i}" for i in range(4)]
     script = (Path(doc["sweep_dir"]) / "job.sbatch").read_text()
-    assert "#SBATCH --array=0-5%3" in script
-    # Slurm's own accounting: six tasks of one array job, all completed, each log in its run directory
+    assert "#SBATCH --array=0-3%3" in script
+    # Slurm's own accounting: four tasks of one array job, all completed, each log in its run directory
     acct = slurm_cluster.commands.run(["sacct", "-P", "-n", "-X", "-j", array, "-o", "JobID,State"]).stdout
     rows = dict(line.split("|") for line in acct.splitlines())
-    assert rows == {f"{array}_{i}": "COMPLETED" for i in range(6)}, acct
+    assert rows == {f"{array}_{i}": "COMPLETED" for i in range(4)}, acct
     for run in runs:
         assert (run.run_dir / f"slurm-{run.job_id}.out").is_file()
 

@@ -60,3 +60,22 @@ def test_a_framework_that_logged_other_steps_fails() -> None:
     runs = {"torch": run("torch", {1: 2.0, 2: 1.0}, 1.0), "paddle": run("paddle", {1: 2.0}, 1.0)}
     compare(runs)
     assert runs["paddle"].status == "failed" and "[2]" in runs["paddle"].detail
+
+
+def test_an_lstms_two_biases_compare_as_their_sum_and_a_grus_do_not() -> None:
+    """Keras's LSTM has one bias (torch's b_ih + b_hh), read back as b_ih = sum, b_hh = 0: the same
+    function as torch's, which compares equal; a GRU's b_hh is not additive and compares as it is."""
+    hidden = 3
+    lstm = {"rnn/weight_hh_l0": np.ones((4 * hidden, hidden)), "rnn/bias_ih_l0": np.full(4 * hidden, 0.25),
+            "rnn/bias_hh_l0": np.full(4 * hidden, 0.75)}
+    summed = {**lstm, "rnn/bias_ih_l0": np.ones(4 * hidden), "rnn/bias_hh_l0": np.zeros(4 * hidden)}
+    gru = {"g/weight_hh_l0": np.ones((3 * hidden, hidden)), "g/bias_ih_l0": np.full(3 * hidden, 0.25),
+           "g/bias_hh_l0": np.full(3 * hidden, 0.75)}
+    gru_summed = {**gru, "g/bias_ih_l0": np.ones(3 * hidden), "g/bias_hh_l0": np.zeros(3 * hidden)}
+    runs = {"torch": FrameworkRun("torch", "ok", losses={1: 1.0}, weights={**lstm, **gru}),
+            "keras": FrameworkRun("keras", "ok", losses={1: 1.0}, weights={**summed, **gru})}
+    compare(runs)
+    assert runs["keras"].weight_diff == 0.0
+    runs["keras"].weights = {**summed, **gru_summed}
+    compare(runs)
+    assert runs["keras"].worst_weight in ("g/bias_ih_l0", "g/bias_hh_l0") and runs["keras"].weight_diff > 0.5

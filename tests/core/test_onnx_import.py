@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from core.block_expansion import expand
 from core.errors import SpecError
 from core.onnx_export import export_onnx
 from core.onnx_import import IMPORTERS, ImporterRegistry, import_onnx
@@ -49,17 +50,17 @@ def test_batch_norm_and_its_mul_add_form_fold_into_batchnorm2d() -> None:
     """DenseNet's Caffe export writes BatchNormalization → Mul → Add: one BatchNorm2d each, no arithmetic left."""
     model = with_random_weights(onnx.load(published("densenet121")))
     onnx_ops = Counter(n.op_type for n in model.graph.node)
-    ops = Counter(n.op for n in import_onnx(model).spec.model.nodes)
+    ops = Counter(n.op for n in expand(import_onnx(model).spec).model.nodes)
     assert ops["BatchNorm2d"] == onnx_ops["BatchNormalization"] == 121
     assert onnx_ops["Mul"] == onnx_ops["Add"] == 121 and ops["Add"] == 0
 
 
 def test_trailing_softmax_is_left_to_the_loss_head_and_lrn_sum_gemm_map_onto_the_catalogue() -> None:
     alexnet = import_onnx(with_random_weights(onnx.load(published("bvlc_alexnet"))))
-    ops = Counter(n.op for n in alexnet.spec.model.nodes)
+    ops = Counter(n.op for n in expand(alexnet.spec).model.nodes)
     assert ops["Softmax"] == 0 and ops["LocalResponseNorm"] == 2 and ops["Linear"] == 3
     assert any("Softmax" in note for note in alexnet.notes)
-    resnet = Counter(n.op for n in import_onnx(with_random_weights(onnx.load(published("resnet50")))).spec.model.nodes)
+    resnet = Counter(n.op for n in expand(import_onnx(with_random_weights(onnx.load(published("resnet50")))).spec).model.nodes)
     assert resnet["Add"] == 16  # ONNX Sum of the residual branches
 
 
@@ -126,7 +127,7 @@ def test_a_configuration_the_catalogue_cannot_express_is_refused_with_what_would
 
 def test_shufflenet_shuffles_and_pools_without_counting_padding() -> None:
     model = with_random_weights(onnx.load(published("shufflenet")))
-    nodes = import_onnx(model).spec.model.nodes
+    nodes = expand(import_onnx(model).spec).model.nodes
     shuffles = [n for n in nodes if n.op == "ChannelShuffle"]
     assert len(shuffles) == Counter(n.op_type for n in model.graph.node)["Transpose"] == 16
     assert any(n.op == "AvgPool2d" and n.params.get("count_include_pad") is False for n in nodes)

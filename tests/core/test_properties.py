@@ -28,6 +28,7 @@ def param_values(op: str) -> st.SearchStrategy[dict[str, Any]]:
         "int": st.integers(1, 8), "float": st.floats(0, 0.9), "bool": st.booleans(),
         "int_pair": st.integers(1, 4), "padding": st.sampled_from([0, 1, "same", "valid"]),
         "shape": st.lists(st.integers(1, 8), min_size=1, max_size=3), "ints": st.lists(st.integers(0, 3)),
+        "node": st.sampled_from(["in", "n0", "n1", "missing"]),
     }
     strategies = {}
     for prm in REGISTRY.get(op).params:

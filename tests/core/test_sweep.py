@@ -88,6 +88,17 @@ def test_budget_method_and_metric_are_checked() -> None:
     assert "over the budget" in found["sweep.samples"]
 
 
+def test_a_sweep_may_rank_by_each_task_s_own_metrics() -> None:
+    from core import zoo
+
+    for template, good, bad in (("unet", "val_mIoU", "val_accuracy"), ("gpt_mini", "val_perplexity", "val_mse")):
+        sweep = {"parameters": {"training.optimizer.lr": [0.001, 0.01]}, "metric": {"name": good, "goal": "max"}}
+        assert len(expand_sweep(zoo.template(template), sweep_from_dict(sweep)).points) == 2
+        with pytest.raises(SpecError) as err:
+            expand_sweep(zoo.template(template), sweep_from_dict({**sweep, "metric": {"name": bad}}))
+        assert [p.location for p in err.value.problems] == ["sweep.metric.name"], err.value.problems
+
+
 def test_a_sweep_file_is_strict_json(tmp_path: Path) -> None:
     bad = tmp_path / "sweep.json"
     bad.write_text(json.dumps({"method": "grid", "parameters": {"training.seed": [1]}, "paralelism": 2}))
@@ -143,3 +154,12 @@ def test_a_thousand_point_sweep_of_resnet50_does_not_keep_every_variant() -> Non
     assert figures["points"] == 1000 and 1e-4 <= figures["lr"] <= 1e-1
     assert figures["peak_kb"] < 1024 * 1024, figures  # under 1 GB in all
     assert grown_mb < 64, f"expanding 1,000 points grew the peak by {grown_mb:.0f} MB: {figures}"
+
+
+def test_the_restart_budget_is_the_sweeps_not_a_points() -> None:
+    """Every point runs the one job script of the array, so its restarts are the base spec's: a sweep
+    over training.restarts would be ignored point by point, and is refused instead."""
+    found = problems({"parameters": {"training.restarts": [0, 2]}})
+    assert set(found) == {"sweep.parameters.training.restarts"}
+    assert "cannot be swept" in found["sweep.parameters.training.restarts"]
+    assert "one restart budget" in found["sweep.parameters.training.restarts"]

@@ -47,3 +47,27 @@ def test_random_canonical_is_reproducible_float32_with_positive_variances() -> N
         if key.endswith("running_var"):
             assert value.min() > 0
     assert not np.array_equal(a["linear1/weight"], random_canonical(analysis, seed=4)["linear1/weight"])
+
+
+def test_weights_that_no_longer_fit_name_every_node_in_one_problem(tmp_path) -> None:
+    from core.weights import init_weight_problems, npz_shapes
+
+    spec = zoo.template("mnist_cnn")
+    analysis = validate(spec)
+    given = random_canonical(analysis)
+    path = tmp_path / "w.npz"
+    node = next(k for k in given if k.endswith("/weight")).split("/")[0]
+    np.savez(path, **{k: v for k, v in given.items() if not k.startswith(f"{node}/")})  # one node dropped
+    assert npz_shapes(path) == {k: v.shape for k, v in given.items() if not k.startswith(f"{node}/")}
+    assert init_weight_problems(analysis, str(path)) == []  # a node the file does not hold starts afresh
+    bad = dict(given)
+    first = node  # the graph's first node with weights (a conv: its id sorts before "gone")
+    bad[f"{first}/weight"] = np.zeros((1, 1), np.float32)
+    bad["gone/weight"] = np.zeros(3, np.float32)  # a node deleted since
+    np.savez(path, **bad)
+    [problem] = init_weight_problems(analysis, str(path))
+    assert problem.location == "training.init_weights" and f"do not fit 2 node(s): {first}, gone" in problem.message
+    assert "(1, 1) where the graph has" in (problem.received or "") and "gone (not a node" in (problem.received or "")
+    path.write_bytes(b"not a zip")
+    [problem] = init_weight_problems(analysis, str(path))
+    assert "cannot be read as canonical weights" in problem.message

@@ -14,10 +14,12 @@ TORCHVISION = {
     "vgg16": (138_357_544, 15.47),
     "mobilenet_v2": (3_504_872, 0.30),
     "alexnet": (61_100_840, 0.71),
+    "vit_b_16": (86_567_656, 17.56),
 }
 
 REQUIRED = {"mlp", "lenet5", "mnist_cnn", "resnet18_cifar", "resnet18", "resnet50", "vgg16", "mobilenet_v2",
-            "alexnet", "lstm_text_classifier", "transformer_text_classifier"}
+            "alexnet", "lstm_text_classifier", "transformer_text_classifier", "vit_b_16", "vit_cifar", "unet",
+            "gpt2_small", "gpt_mini"}
 
 
 def test_zoo_has_the_required_templates() -> None:
@@ -39,6 +41,18 @@ def test_imagenet_templates_match_torchvision(name: str) -> None:
     assert result.total_params == params
     assert result.total_macs / 1e9 == pytest.approx(gmacs, rel=0.03)
     assert result.nodes[result.output_id].output.shape == (1000,)
+
+
+def test_gpt2_small_is_huggingface_gpt2_with_its_head_tied() -> None:
+    # HuggingFace gpt2: wte 50257×768 + wpe 1024×768 + 12 × 7,087,872 + ln_f 1,536; lm_head tied (no weight of its own)
+    result = validate(zoo.template("gpt2_small"))
+    assert result.total_params == 124_439_808
+    assert result.nodes["lm_head"].n_params == 0
+    assert result.nodes["output"].output.shape == (1024, 50257)
+
+
+def test_gpt_mini_is_small() -> None:
+    assert validate(zoo.template("gpt_mini")).total_params == 636_032  # 256×128 table, 64 positions, 3 layers
 
 
 def test_mnist_cnn_is_the_pytorch_examples_network() -> None:

@@ -248,7 +248,7 @@ import numpy as np
 codes = {}
 for folder, start, final in json.loads(sys.argv[1]):
     sys.path.insert(0, folder)
-    for name in ("train", "data", "model", "runtime"):
+    for name in ("train", "data", "model", "runtime", "loop", "devices", "optim"):
         sys.modules.pop(name, None)
     network, train = importlib.import_module("model"), importlib.import_module("train")
     built = []
@@ -327,7 +327,7 @@ import keras
 results = {}
 for folder in sys.argv[1:]:
     sys.path.insert(0, folder)
-    for name in ("train", "data", "model", "runtime"):
+    for name in ("train", "data", "model", "runtime", "loop", "devices", "optim"):
         sys.modules.pop(name, None)
     train = importlib.import_module("train")
     results[folder] = train.main(["--max-steps", "3", "--out", folder + "/run"])

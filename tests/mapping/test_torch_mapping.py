@@ -27,13 +27,14 @@ from tests import op_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
+RUFF = Path(sys.executable).with_name("ruff")  # the binary itself: no Python start-up per check
 ONE_OP = op_cases.specs()
 
 
 def ruff(folder: Path, files: tuple[str, ...] = ("model.py", "train.py", "runtime.py")) -> subprocess.CompletedProcess[str]:
-    """``ruff check`` with its default rules, run in the generated folder as a user would (there
+    """``ruff check`` with its default rules at the programs' line length (120, as core/codegen.py formats them), run in the generated folder as a user would (there
     data.py, model.py and runtime.py are first-party modules for the import sorting rule)."""
-    return subprocess.run([PYTHON, "-m", "ruff", "check", "--isolated", "--no-cache", *files],
+    return subprocess.run([RUFF, "check", "--isolated", "--no-cache", "--line-length", "120", *files],
                           capture_output=True, text=True, cwd=folder, check=False)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,17 @@ class PositionalEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.weight
+
+
+class ClassToken(nn.Module):
+    """A learned token (1, E) put in front of every sequence."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.token = nn.Parameter(torch.zeros(1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.token.expand(x.shape[0], 1, x.shape[2]), x], dim=1)
 
 
 def _tf_same_pad(x: torch.Tensor, kernel: list[int], stride: list[int], dilation: list[int]) -> torch.Tensor:
@@ -114,15 +126,30 @@ def _modules(op: str, p: dict[str, Any], shape: list[int]) -> tuple[nn.Module, F
         m = PositionalEmbedding(shape)
     elif op in ("LSTM", "GRU"):
         return _recurrent(op, p, shape[-1])
+    elif op == "PatchEmbed":  # ViT's patch embedding: a convolution whose kernel and stride are the patch
+        conv = nn.Conv2d(shape[0], p["embed_dim"], p["patch_size"], stride=p["patch_size"], bias=p["bias"])
+        return conv, lambda xs: conv(xs[0]).flatten(2).transpose(1, 2)
+    elif op == "ClassToken":
+        m = ClassToken(shape[-1])
     elif op == "MultiheadAttention":
         mha = nn.MultiheadAttention(shape[-1], p["num_heads"], dropout=p["dropout"], bias=p["bias"], batch_first=True)
-        return mha, lambda xs: mha(xs[0], xs[0], xs[0], need_weights=False)[0]
+        mask = torch.ones(shape[0], shape[0], dtype=torch.bool).triu(1) if p["causal"] else None
+        return mha, lambda xs: mha(xs[0], xs[0], xs[0], need_weights=False, attn_mask=mask)[0]
     elif op == "TransformerEncoderLayer":
-        m = nn.TransformerEncoderLayer(shape[-1], p["num_heads"], p["dim_feedforward"], p["dropout"], p["activation"],
-                                       p["layer_norm_eps"], batch_first=True, norm_first=p["norm_first"])
+        act = partial(F.gelu, approximate="tanh") if p["activation"] == "gelu_tanh" else p["activation"]
+        tel = nn.TransformerEncoderLayer(shape[-1], p["num_heads"], p["dim_feedforward"], p["dropout"], act,
+                                         p["layer_norm_eps"], batch_first=True, norm_first=p["norm_first"])
+        causal = nn.Transformer.generate_square_subsequent_mask(shape[0]) if p["causal"] else None
+        return tel, lambda xs: tel(xs[0], src_mask=causal)
     else:
         return None
     return m, lambda xs: m(xs[0])
+
+
+def _centre(x: torch.Tensor, size: list[int]) -> torch.Tensor:
+    for axis, want in enumerate(size, start=2):
+        x = x.narrow(axis, (x.shape[axis] - want) // 2, want)
+    return x
 
 
 def _functions(op: str, p: dict[str, Any]) -> Forward | None:
@@ -132,7 +159,11 @@ def _functions(op: str, p: dict[str, Any]) -> Forward | None:
     if op == "GlobalAvgPool":
         return lambda xs: xs[0].mean(dim=tuple(range(2, xs[0].dim())))
     if op == "SequencePool":
-        return lambda xs: xs[0].mean(dim=1) if p["mode"] == "mean" else xs[0].amax(dim=1)
+        return lambda xs: (xs[0].mean(dim=1) if p["mode"] == "mean" else xs[0].amax(dim=1) if p["mode"] == "max"
+                           else xs[0][:, 0])
+    if op == "Upsample":  # the interpolation by torch's own function, not its module
+        return lambda xs: F.interpolate(xs[0], scale_factor=tuple(float(v) for v in p["scale_factor"]), mode=p["mode"],
+                                        align_corners=p["align_corners"] if p["mode"] == "bilinear" else None)
     if op == "Softmax":
         return lambda xs: F.softmax(xs[0], dim=_torch_dim(p["axis"]))
     if op == "HardSigmoid":
@@ -141,6 +172,9 @@ def _functions(op: str, p: dict[str, Any]) -> Forward | None:
         return lambda xs: torch.stack(xs).sum(dim=0)
     if op == "Concat":
         return lambda xs: torch.cat(xs, dim=_torch_dim(p["axis"]))
+    if op == "CropConcat":  # every map cropped around its centre to the smallest, as U-Net's reference code does
+        return lambda xs: torch.cat([_centre(x, [min(y.shape[a] for y in xs) for a in range(2, x.dim())]) for x in xs],
+                                    dim=1)
     if op == "Reshape":
         return lambda xs: xs[0].reshape(xs[0].shape[0], *p["shape"])
     return None

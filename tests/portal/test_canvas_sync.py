@@ -46,17 +46,16 @@ class FakeComponent:
 
     def render(self, ed: Editor) -> None:
         """The page drew the canvas: take Python's state when the component would."""
-        state = canvas._flow_state(ed)
+        nodes, edges = canvas.payload(ed)
         remount = ed.canvas_key != self.key
-        args = json.dumps([ed.canvas_key, [n.asdict() for n in state.nodes], [e.asdict() for e in state.edges],
-                           state.timestamp], sort_keys=True)
+        args = json.dumps([ed.canvas_key, nodes, edges, ed.canvas_ts], sort_keys=True)
         if not remount and args == self.args:
             return  # Streamlit sends a component new arguments only when they changed
         self.args = args
-        if remount or self.last_ts <= state.timestamp:
+        if remount or self.last_ts <= ed.canvas_ts:
             self.key = ed.canvas_key
-            self.nodes = [n.asdict() for n in state.nodes]
-            self.edges = [e.asdict() for e in state.edges]
+            self.nodes = nodes
+            self.edges = edges
             self.send()
 
     # the user's actions in the browser
@@ -170,6 +169,6 @@ def test_keyboard_delete_is_off_for_every_node_and_edge():
     ed = Editor()
     relu = ed.add_node("ReLU")
     ed.connect("input", relu)
-    state = canvas._flow_state(ed)
-    assert state.nodes and all(n.deletable is False for n in state.nodes)
-    assert state.edges and all(e.deletable is False for e in state.edges)
+    nodes, edges = canvas.payload(ed)
+    assert nodes and all(n["deletable"] is False for n in nodes)
+    assert edges and all(e["deletable"] is False for e in edges)

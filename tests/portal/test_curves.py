@@ -22,3 +22,10 @@ def test_curve_rows_and_summaries():
     assert last_values(RECORDS) == {"train loss": 0.7, "train accuracy": 0.8, "val loss": 0.2, "val accuracy": 0.95}
     assert progress(RECORDS, 3) == (2, 3, 900.0)
     assert curve_rows([]) == [] and progress([], None) == (0, None, None)
+
+
+def test_segmentation_and_language_model_metrics_are_charted():
+    segmentation = {"event": "epoch", "step": 9, "epoch": 0, "split": "val", "loss": 0.4, "pixel_accuracy": 0.85, "mIoU": 0.36}
+    language = {"event": "train", "step": 3, "epoch": 0, "split": "train", "loss": 2.0, "accuracy": 0.3, "perplexity": 7.39}
+    assert metrics_present(curve_rows([segmentation])) == ["loss", "mIoU", "pixel_accuracy"]
+    assert last_values([language]) == {"train loss": 2.0, "train accuracy": 0.3, "train perplexity": 7.39}

@@ -252,8 +252,7 @@ def test_undo_of_a_canvas_edge_and_auto_layout(app):
     assert editor(at).edges == []
     at.button(key="editor.layout").click().run()
     assert_no_exception(at)
-    layout = canvas_args(at)["layoutOptions"]["elkOptions"]["elk.algorithm"]
-    assert layout == "layered"
+    assert canvas_args(at)["fitView"]  # laid out here (skip edges kept visible), no ELK in the browser
 
 
 def test_widgets_survive_page_switches(app):

@@ -207,6 +207,7 @@ def test_cluster_page_charts_frameworks_and_choice(app):
     # No calibration job has run in this home: every speed is the MACs model's, and said so.
     assert set(ranked["speed from"]) == {"MACs model"} and ranked.iloc[0]["samples/s"] > 0
     assert ranked.iloc[0]["time to result"].startswith("~")
+    assert ranked.iloc[0]["could be"][0].isdigit() and ranked.iloc[0]["start-up"][0].isdigit()  # range and parts
     assert any("time to result: torch on local: " in m.value for m in at.markdown)
 
 

@@ -14,6 +14,7 @@ from core import zoo
 from core.codegen import generate
 from core.validate import validate
 from portal.resume import checkpoint_suffixes, last_checkpoint, seed
+from portal.run_compare import legend
 from portal.runs_view import run_label
 from portal.users import default_local_user
 from schedulers.base import JobRequest, JobStatus, RunState
@@ -60,7 +61,7 @@ def _buttons(at) -> dict[str, str]:
                                                  ("paddle", (".npz",))])
 def test_the_checkpoint_files_are_read_from_the_runs_own_program(tmp_path, framework, suffixes):
     generate(zoo.template("mlp"), framework).write(tmp_path)
-    assert checkpoint_suffixes(tmp_path / "train.py") == suffixes
+    assert checkpoint_suffixes(tmp_path) == suffixes
 
 
 def test_the_last_complete_checkpoint_is_found(tmp_path):
@@ -152,6 +153,19 @@ def test_a_long_job_id_is_shown_whole(app, registry):
     assert any(c.value.startswith(f"Job {long_id} · ") for c in at.caption)
 
 
+def test_the_restarts_are_shown_against_the_budget(app, registry):
+    """A Slurm run that restarted once of its default budget of 2 shows ``1/2``, as ``status`` does."""
+    spec = zoo.template("mlp").model_copy(update={"name": "restarted"})
+    run = registry.create_run(user=default_local_user(), spec_json=spec.to_json(), spec_hash=spec.spec_hash(),
+                              framework="torch", scheduler="slurm", name="restarted")
+    registry.mark_submitted(run.id, "77")
+    registry.add_event(run.id, "restart 1 of 2: rank 1 (n2) lost (killed by signal 9, SIGKILL); resumed from step 12")
+    registry.record_status(run.id, JobStatus(job_id="77", state=RunState.COMPLETED, exit_code=0))
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(run.id).run()
+    assert [m.value for m in at.metric if m.label == "Restarts"] == ["1/2"]
+
+
 def test_compare_starts_from_the_selected_run_and_names_runs_by_pipeline_and_time(app, registry):
     a1 = _run(registry, "alpha", RunState.COMPLETED)
     _run(registry, "beta", RunState.COMPLETED)
@@ -162,6 +176,28 @@ def test_compare_starts_from_the_selected_run_and_names_runs_by_pipeline_and_tim
     assert compare.value == [a1.id, a2.id], "the selected run and the newest other run of the same pipeline"
     assert f"{run_label(a2)} · {a2.id}" in compare.proto.options and run_label(a1).startswith("alpha · ")
     assert len(at.get("vega_lite_chart")) >= 2  # loss and accuracy of both
+    [table] = [t.value for t in at.table if "best" in t.value.columns]
+    assert list(table.index) == [legend("alpha", "torch", a1.id), legend("alpha", "torch", a2.id)]
+    assert table.index.nunique() == 2 and a1.id.endswith(table.index[0].rsplit(" · ", 1)[1])
+    row = table.iloc[0].to_dict()
+    assert {k: row[k] for k in ("framework", "scheduler", "epochs", "metric", "final", "best")} == {
+        "framework": "torch", "scheduler": "local", "epochs": f"2/{zoo.template('mlp').training.epochs}",
+        "metric": "val accuracy", "final": "0.7000", "best": "0.7000"}
+    listed = next(d.value for d in at.dataframe if "restarts" in d.value.columns)
+    assert set(listed["metric"]) == {"val accuracy 0.7000"}  # the runs table's metric column
+
+
+def test_a_resumed_run_and_its_parent_link_to_each_other(app, registry):
+    parent = _run(registry, "alpha", RunState.CANCELLED, checkpoints=(10,))
+    child = _run(registry, "alpha", RunState.COMPLETED)
+    seed(child.run_dir, last_checkpoint(parent.run_dir), parent=parent.id)
+    at = app("pages/runs.py")
+    at.selectbox(key="runs.selected").set_value(child.id).run()
+    at.button(key=f"runs.kin.{parent.id}").click().run()
+    assert at.selectbox(key="runs.selected").value == parent.id
+    assert _buttons(at)[f"runs.kin.{child.id}"] == f"↓ Resumed as {child.id}"
+    at.button(key=f"runs.kin.{child.id}").click().run()
+    assert at.selectbox(key="runs.selected").value == child.id
 
 
 # --------------------------------------------------------------------------- the editor's guidance

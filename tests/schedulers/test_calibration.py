@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ def cli_env(tmp_path: Path, frameworks: tuple[str, ...] = ("torch", "keras", "pa
     """Its own home, this venv as the one environment (frameworks as declared: no probe), a settings
     file with short calibrations."""
     config = tmp_path / "flowtrain.toml"
-    config.write_text(f"[selector]\nsteps = {STEPS}\ntime_limit_min = 5\nqueue_wait_s = 300\n", encoding="utf-8")
+    config.write_text(f"[selector]\nsteps = {STEPS}\nwindow_s = 0\ntime_limit_min = 5\nqueue_wait_s = 300\n", encoding="utf-8")
     versions = {"torch": "2", "keras": "3", "paddle": "3"}
     envs = tmp_path / "environments.json"
     envs.write_text(json.dumps({"environments": [
@@ -77,19 +78,27 @@ def measured(selection: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]
 
 
 def check_picks_the_fastest(selection: dict[str, Any]) -> str:
-    """The chosen framework is the one with the highest measured samples/s; returns it."""
+    """The chosen framework is the one with the soonest estimated time to result (start-up, measured steps,
+    validation, end: issue 26's whole run, not samples/s alone), or one whose estimate is within the soonest
+    one's uncertainty, which the reason then says (the spec's preference or the nearest estimate decides);
+    returns it."""
     feasible = measured(selection)
-    fastest = max(feasible.values(), key=lambda c: c["samples_per_s"])
-    assert selection["framework"] == fastest["framework"], selection["reasons"]
+    soonest = min(feasible.values(), key=lambda c: c["finish_s"])
+    chosen = feasible[selection["framework"], selection["partition"]]
+    if chosen["framework"] != soonest["framework"]:
+        reason = selection["reasons"][0]
+        assert "finish within the estimates' uncertainty" in reason and chosen["framework"] in reason \
+            and soonest["framework"] in reason.split("finish within")[0], selection["reasons"]
     figures = "; ".join(f"{fw} on {p}: {c['samples_per_s']:,.0f}" for (fw, p), c in feasible.items())
     assert selection["reasons"][1].startswith("time to result: "), selection["reasons"]
-    assert f"{fastest['framework']} on {selection['partition']}: {fastest['samples_per_s']:,.0f} samples/s measured" \
+    assert f"{chosen['framework']} on {selection['partition']}: {chosen['samples_per_s']:,.0f} samples/s measured" \
         in selection["reasons"][1], figures
-    return str(fastest["framework"])
+    return str(chosen["framework"])
 
 
 @pytest.mark.frameworks
 @pytest.mark.slow
+@pytest.mark.alone
 def test_local_calibration_jobs_decide_auto(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     spec = spec_file(tmp_path)
@@ -122,15 +131,17 @@ def test_local_calibration_jobs_decide_auto(tmp_path: Path) -> None:
 @pytest.mark.frameworks
 @pytest.mark.slow
 def test_run_calibrates_first_when_the_setting_asks(tmp_path: Path) -> None:
-    """FLOWTRAIN_CALIBRATE=missing: `run` measures keras (the only framework here) before choosing."""
-    env = cli_env(tmp_path, frameworks=("keras",), FLOWTRAIN_CALIBRATE="missing")
+    """FLOWTRAIN_CALIBRATE=missing: `run` measures torch (the only framework here) before choosing.
+    (torch: the setting does not depend on the framework, and torch starts in a fraction of TensorFlow's
+    time, twice here; every framework's calibration job is the test above.)"""
+    env = cli_env(tmp_path, frameworks=("torch",), FLOWTRAIN_CALIBRATE="missing")
     spec = spec_file(tmp_path)
     out = flowtrain(env, "run", str(spec), "--scheduler", "local", "--wait", "--max-steps", "3")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "calibrating keras on local" in out.stdout
-    assert "time to result: keras on local: " in out.stdout and "samples/s measured" in out.stdout
+    assert "calibrating torch on local" in out.stdout
+    assert "time to result: torch on local: " in out.stdout and "samples/s measured" in out.stdout
     [run] = RunRegistry(home=tmp_path / "home").list_runs(None)  # the calibration job is not a run
-    assert run.framework == "keras" and run.selection["candidates"][0]["speed_source"] == "measured"
+    assert run.framework == "torch" and run.selection["candidates"][0]["speed_source"] == "measured"
 
 
 # --------------------------------------------------------------------------- the real cluster
@@ -170,6 +181,7 @@ def fill(slurm_cluster: DevCluster) -> Iterator[Any]:
 @pytest.mark.slurm
 @pytest.mark.frameworks
 @pytest.mark.slow
+@pytest.mark.alone
 def test_slurm_calibration_picks_the_measured_fastest_and_moves_when_busy(
         tmp_path: Path, slurm_cluster: DevCluster, fill: Any) -> None:
     """Idle: `auto` takes the measured fastest, measured by Slurm jobs (partitions cpu and gpu share
@@ -199,8 +211,24 @@ def test_slurm_calibration_picks_the_measured_fastest_and_moves_when_busy(
     assert (soonest["framework"], soonest["partition"]) == (fastest, "gpu")
     held = feasible[fastest, "cpu"]
     assert held["wait_s"] > 25 * 60 and not held["can_start_now"]
-    assert "after a wait of ~" in held["reason"]
+    assert re.search(r"done in ~\d+ min, .*wait (2[5-9]|[3-9]\d) min\)", held["reason"]), held["reason"]  # the wait, said
 
     slowest = min(feasible.values(), key=lambda c: c["samples_per_s"])["framework"]
     forced = select(env, spec, "slurm", "--framework", slowest)
     assert (forced["framework"], forced["partition"]) == (slowest, "gpu")
+
+
+def test_a_calibration_times_enough_steps_to_last_its_window() -> None:
+    """Fast steps are timed for about ``[selector] window_s`` by the estimate before calibration (ten keras
+    steps of the MNIST CNN last 1.5 s, a sample of a moment's load), slow ones for the setting's steps; never
+    more than MAX_STEPS; ``window_s = 0`` keeps the setting's steps."""
+    from schedulers.calibration import MAX_STEPS, timed_steps
+
+    def candidate(train_s: float, steps: int) -> dict[str, Any]:
+        return {"train_s": train_s, "counts": {"steps": steps}}
+
+    assert timed_steps(candidate(276 * 0.15, 276), 10, 10.0) == 67  # 10 s of 0.15 s steps
+    assert timed_steps(candidate(276 * 2.0, 276), 10, 10.0) == 10  # 20 s already
+    assert timed_steps(candidate(276 * 0.001, 276), 10, 10.0) == MAX_STEPS
+    assert timed_steps(candidate(276 * 0.15, 276), 10, 0.0) == 10
+    assert timed_steps(None, 10, 10.0) == 10  # no estimate: the setting's steps

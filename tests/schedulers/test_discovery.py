@@ -8,6 +8,7 @@ import importlib.metadata
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,23 +49,39 @@ def calls(tmp_path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+# Probing in a process of its own: whatever this test process imported before (a pytest worker runs
+# many framework tests) cannot hide a probe that imports a framework into the portal's process.
+PROBE_HERE = """
+import json, sys
+from schedulers.discovery import probe_environment
+from settings.environments import Environment
+report = probe_environment(Environment("venv", sys.executable), timeout_s=300)
+imported = sorted(n for n in ("torch", "tensorflow", "paddle") if n in sys.modules)
+print(json.dumps({"report": report.to_dict(), "imported": imported}))
+"""
+
+
 @pytest.mark.frameworks
-def test_probes_this_venv_for_real(tmp_path: Path) -> None:
-    """torch, keras (with tensorflow) and paddle, each imported in its own subprocess."""
-    env = Environment("venv", sys.executable)
-    report = probe_environment(env, timeout_s=300)
-    assert not report.errors, report.errors
-    assert report.python_version == sys.version.split()[0]
-    torch, keras, paddle = (report.frameworks[n] for n in ("torch", "keras", "paddle"))
-    assert torch.installed and torch.version == importlib.metadata.version("torch").split("+")[0]
-    assert keras.installed and keras.version == importlib.metadata.version("keras")
-    assert keras.backend_version == importlib.metadata.version("tensorflow-cpu")
-    assert paddle.installed and paddle.version == importlib.metadata.version("paddlepaddle")
+def test_probes_this_venv_for_real() -> None:
+    """torch, keras (with tensorflow) and paddle, each imported in its own subprocess, none in the prober's."""
+    done = subprocess.run([sys.executable, "-c", PROBE_HERE], cwd=REPO, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    report = out["report"]
+    assert not report["errors"], report["errors"]
+    assert report["python_version"] == sys.version.split()[0]
+    torch, keras, paddle = (report["frameworks"][n] for n in ("torch", "keras", "paddle"))
+    assert torch["installed"] and torch["version"] == importlib.metadata.version("torch").split("+")[0]
+    assert keras["installed"] and keras["version"] == importlib.metadata.version("keras")
+    assert keras["backend_version"] == importlib.metadata.version("tensorflow-cpu")
+    assert paddle["installed"] and paddle["version"] == importlib.metadata.version("paddlepaddle")
     for info in (torch, keras, paddle):
-        assert info.device == "cpu" and info.build == "CPU", info  # this venv has CPU builds only
-    assert "torch" not in sys.modules and "tensorflow" not in sys.modules and "paddle" not in sys.modules
+        assert info["device"] == "cpu" and info["build"] == "CPU", info  # this venv has CPU builds only
+    assert out["imported"] == []
 
 
+@pytest.mark.alone
 def test_fake_interpreter_cuda_build_and_cache(tmp_path: Path) -> None:
     py = fake_python(tmp_path)
     env = Environment("fake", str(py))
@@ -99,6 +116,7 @@ def test_cache_ttl_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not discover([env])[0].from_cache
 
 
+@pytest.mark.alone
 def test_failures_are_reported_and_not_cached(tmp_path: Path) -> None:
     missing = Environment("gone", str(tmp_path / "no-such-python"))
     slow = Environment("slow", str(fake_python(tmp_path, body="sleep 5", name="slowpy")))

@@ -67,7 +67,7 @@ def test_submit_pins_the_resolved_source(tmp_path: Path) -> None:
     assert run.data_source == real and json.loads(registry.get(run.id).spec_json)["data"]["source"] == real
     # The generated program reads the pinned absolute path.
     assert json.loads((run.run_dir / "spec.json").read_text(encoding="utf-8"))["data"]["source"] == real
-    assert repr(real) in (run.run_dir / "data.py").read_text(encoding="utf-8")
+    assert f'"{real}"' in (run.run_dir / "data.py").read_text(encoding="utf-8")  # a literal (ruff-formatted)
     assert [r.run_dir for r in RecordingLocal.requests] == [run.run_dir]
 
 

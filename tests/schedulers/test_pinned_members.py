@@ -136,4 +136,4 @@ def test_each_sweep_point_reads_its_init_weights_at_the_pinned_real_path(tmp_pat
     pinned = [json.loads(registry.get(r.id).spec_json)["training"]["init_weights"] for r in runs]
     assert pinned == [str((data / "w" / "a.npz").resolve()), str((data / "real-b.npz").resolve())]
     for run, path in zip(runs, pinned):
-        assert repr(path) in (run.run_dir / "train.py").read_text(encoding="utf-8")
+        assert f'"{path}"' in (run.run_dir / "train.py").read_text(encoding="utf-8")  # a literal (ruff-formatted)

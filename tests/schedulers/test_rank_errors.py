@@ -144,6 +144,16 @@ def test_a_survivor_that_aborted_first_is_not_the_reason(tmp_path: Path) -> None
     assert failure_reason(tmp_path, log, "paddle") == "rank 1 (n2) lost (killed by signal 9, SIGKILL)"
 
 
+def test_a_survivor_that_aborted_on_a_connection_reset_names_no_rank_yet_is_not_the_reason(tmp_path: Path) -> None:
+    """A stress run's real log: rank 0's gloo read failed with "Connection reset by peer" (an address,
+    no pair_rank) and it aborted (SIGABRT, no error file); srun then ended rank 1's launcher with
+    SIGTERM before it reported the kill. Rank 0 lost its peer, so rank 1 is the lost one."""
+    log = _log("paddle_connection_reset")
+    assert [(r.rank, r.signal) for r in launcher_reports(log, "paddle")] == [(0, 6)]
+    assert failure_reason(tmp_path, log, "paddle", TWO_NODES) == \
+        "rank 1 (n2) lost: it wrote no error and rank 0 failed waiting for it"
+
+
 def test_a_restarted_runs_reason_comes_from_its_last_attempt(tmp_path: Path) -> None:
     """The job script marks each attempt; an earlier attempt's reports say nothing of the last one."""
     log = (_log("paddle_killed") + "flowtrain: attempt 2 of 2 on n1,n2\n" + _log("paddle_killed_never_reported"))

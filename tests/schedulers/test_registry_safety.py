@@ -160,12 +160,13 @@ def test_registry_upgrades_an_old_file(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     reg = RunRegistry(home=home)
-    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert reg._conn().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     old = reg.get("old-run", "alice")
     assert (old.name, old.state.value, old.data_source, old.accounting) == ("old", "COMPLETED", "/data/alice/t.csv",
                                                                             None)
     assert (old.sweep_id, old.sweep_point, reg.list_sweeps()) == (None, None, [])
     assert (old.export, reg.pending_exports()) == (None, [])  # completed before: its export was tried then
+    assert reg.pending_tracking() == []  # nor is it logged to MLflow when tracking is set up later
     new = reg.get(new_run(reg))
     assert new.data_source == "/data/alice/t.csv"
     assert [r.id for r in reg.list_runs("alice")] == [new.id, "old-run"]

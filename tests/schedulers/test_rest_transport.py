@@ -61,6 +61,7 @@ def test_job_properties_carry_every_sbatch_line(tmp_path: Path) -> None:
         "standard_error": f"{run_dir}/slurm-%j.out",
         "requeue": True,
         "signal": "USR1@120",  # v0.0.38 refuses "B:"
+        "open_mode": "append",
     }
 
 

@@ -281,6 +281,7 @@ def test_concurrent_writers(tmp_path: Path) -> None:
     assert regs[0].count() == 80
 
 
+@pytest.mark.alone
 def test_list_1000_runs_fast(reg: RunRegistry) -> None:
     for i in range(1000):
         run_id = new_run(reg, "alice" if i % 2 else "bob")

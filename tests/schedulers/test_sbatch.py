@@ -97,6 +97,7 @@ def test_resources_become_sbatch_options(tmp_path: Path) -> None:
         "--error": f"{run_dir}/slurm-%j.out",
         "--requeue": "",
         "--signal": "B:USR1@120",
+        "--open-mode": "append",  # a requeued job's log keeps its earlier attempts
     }
     assert text.startswith("#!/bin/bash\n")
 

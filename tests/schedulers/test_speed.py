@@ -22,8 +22,8 @@ from core.spec import PipelineSpec
 from core.validate import validate
 from schedulers.base import Resources
 from schedulers.selector import UNKNOWN_WAIT_S, duration_words, select
+from schedulers.shipped import SHIPPED
 from schedulers.speed import (
-    DEFAULT_CPU_MACS_PER_S,
     Measurement,
     SpeedBook,
     SpeedCache,
@@ -68,14 +68,16 @@ def mnist(framework: str = "auto", **training: Any) -> PipelineSpec:
 
 
 def record(cache: SpeedCache, spec: PipelineSpec, framework: str, samples_per_s: float, *, hardware: str,
-           version: str = "", measured_at: float = NOW - 3600, resources: Resources | None = None) -> None:
-    """What a calibration job of ``framework`` would have left in the cache."""
+           version: str = "", measured_at: float = NOW - 3600, resources: Resources | None = None,
+           step_s: float | None = None, **terms: Any) -> None:
+    """What a calibration job of ``framework`` would have left in the cache (``terms``: its whole-run figures)."""
     analysis = validate(spec)
     version = version or {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[framework]
     res = resources or Resources(cpus_per_task=spec.training.resources.cpus_per_task, time_limit_min=30)
     key = speed_key(spec, analysis, framework, "all", "/opt/all/bin/python", None, hardware, res)
     cache.put(Measurement(key, framework, version, "all", "cpu", hardware, "slurm", "42", measured_at, samples_per_s,
-                          64 / samples_per_s, 2.0, 1437, train_macs_per_sample(analysis), {"samples_per_s": samples_per_s}))
+                          step_s or 64 / samples_per_s, 2.0, 1437, train_macs_per_sample(analysis), {"samples_per_s": samples_per_s},
+                          **terms))
 
 
 def choose(spec: PipelineSpec, util: dict[str, Any], cache: SpeedCache | None, **kw: Any) -> Any:
@@ -101,27 +103,53 @@ def test_auto_picks_the_measured_fastest_and_says_the_numbers(tmp_path: Path) ->
         record(cache, spec, fw, rate, hardware=HW)
     sel = choose(spec, idle(), cache)
     assert (sel.framework, sel.partition) == ("keras", "cpu")  # cpu and gpu have the same nodes: default cpu
-    # 12 epochs x 1437 samples at 2130/s + 2 s start-up = 10 s
-    assert sel.reasons[0].startswith("chose keras on partition cpu: it finishes soonest (2,130 samples/s measured, "
-                                     "done in ~10 s)")
-    assert sel.reasons[1] == ("time to result: keras on cpu: 2,130 samples/s measured, done in ~10 s; "
-                              "torch on cpu: 1,760, ~12 s; paddle on cpu: 410, ~44 s")
+    # 12 epochs x 1437 samples at 2130/s = 8 s of training; start-up: 2 s measured + launch 5 s (default);
+    # 12 validation passes of 360 samples; 12 checkpoints and the final model (defaults): ~19 s.
+    # keras and torch overlap: the reasons say it is a toss-up; paddle is far off.
+    assert sel.reasons[0] == (
+        "chose keras on partition cpu: it can start now (16 idle CPUs, 0 pending); keras and torch finish within "
+        "the estimates' uncertainty (~19 s (12–38 s) against ~21 s (13–40 s)): none of them is preferred "
+        "(training.framework), so the nearest estimate decides")
+    assert sel.reasons[1] == ("time to result: keras on cpu: 2,130 samples/s measured, done in ~19 s, could be "
+                              "12–38 s (start-up 7 s, training 8 s, validation 1 s, checkpoints and end 4 s, wait "
+                              "none); torch on cpu: 1,760, ~21 s (13–40 s); paddle on cpu: 410, ~56 s (42–84 s)")
     keras = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "gpu"))
     assert keras.speed_source == "measured" and keras.wait_s == 0 and keras.measured_at == NOW - 3600
-    # --framework (require) still wins over speed; a spec preference only breaks ties.
+    assert keras.estimate["sources"]["train"] == "measured" and "launch default" in keras.estimate["sources"]["startup"]
+    # --framework (require) still wins over speed; a spec preference decides within the uncertainty only.
     assert choose(spec, idle(), cache, require="paddle").framework == "paddle"
-    assert choose(mnist("torch"), idle(), cache).framework == "keras"
+    torch = choose(mnist("torch"), idle(), cache)
+    assert torch.framework == "torch" and torch.reasons[0].endswith("your preferred framework decides")
+    paddle = choose(mnist("paddle"), idle(), cache)  # beyond the uncertainty: the estimate, not the preference
+    assert paddle.framework == "keras" and paddle.reasons[0].endswith(
+        "keras and torch finish within the estimates' uncertainty (~19 s (12–38 s) against ~21 s (13–40 s)): "
+        "preferred paddle is not among them, so the nearest estimate decides; preferred paddle finishes later, "
+        "beyond the estimates' uncertainty (on cpu: ~56 s (42–84 s))")
 
 
-def test_without_measurements_the_macs_model_ties_and_preference_decides(tmp_path: Path) -> None:
+def test_without_measurements_the_shipped_defaults_estimate_and_preference_or_fixed_order_decides(
+        tmp_path: Path) -> None:
+    """A fresh home: each framework's step time and start-up come from its shipped defaults (a development
+    machine's figures, said so); within their wide uncertainty the preference decides, and without one the
+    fixed order, not figures measured elsewhere."""
     spec = mnist("paddle")
     sel = choose(spec, idle(), SpeedCache(tmp_path))
-    assert sel.framework == "paddle" and "it is your preferred framework" in sel.reasons[0]
+    assert sel.framework == "paddle" and sel.reasons[0].endswith("your preferred framework decides")
+    # however far apart another machine's figures put them: a segmentation spec asking for torch got keras
+    picked = {fw: choose(mnist(fw), idle(), SpeedCache(tmp_path)).framework for fw in ("torch", "keras", "paddle")}
+    assert picked == {"torch": "torch", "keras": "keras", "paddle": "paddle"}
     c = sel.candidates[0]
-    rate = DEFAULT_CPU_MACS_PER_S * 2 / train_macs_per_sample(validate(spec))  # 2 CPUs per task
-    assert c.speed_source == "model" and c.samples_per_s == pytest.approx(rate)
-    assert "from the MACs model" in c.reason and "default 10 GMAC/s per CPU core (no measurement yet)" in c.reason
-    assert "paddle on cpu: " + f"{rate:,.0f} samples/s from the MACs model" in sel.reasons[1]
+    analysis = validate(spec)
+    step = SHIPPED["paddle"].step().step_s(train_macs_per_sample(analysis), analysis.total_params, 64)
+    assert c.speed_source == "model" and c.samples_per_s == pytest.approx(64 / step)
+    assert "from the MACs model" in c.reason and \
+        "shipped paddle defaults measured on a shared 2-core development machine, not on these nodes" in c.reason
+    assert c.estimate["startup_s"] == pytest.approx(SHIPPED["paddle"].launch_s + SHIPPED["paddle"].startup_s
+                                                    + SHIPPED["paddle"].warmup_s)
+    auto = choose(mnist(), idle(), SpeedCache(tmp_path))
+    assert auto.framework == "torch" and auto.reasons[0].endswith(
+        "nothing is measured on these nodes yet (the estimates are a development machine's figures), so the fixed "
+        "order (torch, keras, paddle) decides"), auto.reasons[0]
 
 
 def test_stale_measurements_fall_back_to_the_model_and_say_why(tmp_path: Path) -> None:
@@ -167,7 +195,7 @@ def test_a_busy_partition_moves_the_choice_to_the_soonest_finish(tmp_path: Path)
     sel = choose(spec, util, cache)
     assert (sel.framework, sel.partition) == ("keras", "gpu")
     waiting = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "cpu"))
-    assert waiting.wait_s == pytest.approx(1800) and "(after a wait of ~30 min)" in waiting.reason
+    assert waiting.wait_s == pytest.approx(1800) and "wait 30 min)" in waiting.reason
 
     split = [env_report("k", ("cpu",), keras="3.15.1"), env_report("tp", ("gpu",), torch="2.13.0", paddle="3.3.1")]
     for fw in ("torch", "paddle"):
@@ -200,7 +228,7 @@ def test_unknown_wait_counts_as_an_hour() -> None:
     sel = select(mnist(), None, REPORTS, local, scheduler="local", support=all_supported)
     c = sel.candidates[0]
     assert c.wait_s is None and c.finish_s == pytest.approx(UNKNOWN_WAIT_S + c.train_s)
-    assert "start unknown, counted as ~60 min" in c.reason
+    assert "wait unknown, counted as ~60 min" in c.reason
 
 
 def _local_busy() -> Any:

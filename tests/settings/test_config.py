@@ -108,6 +108,8 @@ def test_scheduler_and_environments_precedence(tmp_path: Path) -> None:
     ('[selector]\ncalibrate = "always"\n', ["selector.calibrate", "always", "missing"]),
     ('[selector]\nsteps = 0\n', ["selector.steps", "positive"]),
     ('[selector]\nmax_age = 3\n', ["selector.max_age"]),
+    ('[tracking]\nmlflow_uri = "mlflow.example:5000"\n', ["tracking.mlflow_uri", "http://", "mlflow server"]),
+    ('[tracking]\nmlflow = "http://x"\n', ["tracking.mlflow", "tracking.mlflow_uri"]),
     ("home = [\n", ["TOML"]),
 ])
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) -> None:
@@ -118,6 +120,16 @@ def test_bad_settings_name_the_key(tmp_path: Path, text: str, words: list[str]) 
     assert str(cfg) in str(err.value) and all(w in str(err.value) for w in words)
     with pytest.raises(ConfigError, match="no such settings file"):
         load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_the_mlflow_uri_comes_from_the_file_or_mlflow_s_own_variable(tmp_path: Path) -> None:
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text('[tracking]\nmlflow_uri = "http://mlflow.example:5000/"\nexperiment = "vision"\n')
+    tracking = load_settings(cfg, environ={}).tracking
+    assert (tracking.mlflow_uri, tracking.experiment) == ("http://mlflow.example:5000", "vision")
+    tracking = load_settings(cfg, environ={"MLFLOW_TRACKING_URI": "https://other:443"}).tracking
+    assert (tracking.mlflow_uri, tracking.source) == ("https://other:443", "MLFLOW_TRACKING_URI")
+    assert load_settings(None, environ={}, cwd=tmp_path).tracking.mlflow_uri is None
 
 
 def test_proxy_secret_file_must_be_private_and_long(tmp_path: Path) -> None:

@@ -30,8 +30,10 @@ from core.mapping.keras import (  # noqa: F401  (imported for their registration
     norm,
     pool,
     recurrent,
+    resize,
     shape,
     shuffle,
+    tokens,
 )
 from core.mapping.keras._common import CL, keras_shape, layout_of
 from core.spec import PipelineSpec
@@ -64,8 +66,8 @@ MODULE_NAMES = frozenset({
     "KERAS_INPUT_SHAPE", "OUTPUT_SHAPE", "torch_uniform", "transpose", "oihw_to_hwio", "hwio_to_oihw", "oil_to_lio",
     "depthwise_kernel_from_torch2d", "depthwise_kernel_to_torch2d", "depthwise_kernel_from_torch1d",
     "depthwise_kernel_to_torch1d", "dense_kernel_from_channels_first", "dense_kernel_to_channels_first",
-    "channels_first_flat", "gru_gates", "rescale_border", "adaptive_avg_pool2d", "adaptive_pool_matrix", "local_response_norm",
-    "BatchNorm", "PositionalEmbedding", "SelfAttention", "TransformerEncoderBlock",
+    "channels_first_flat", "gru_gates", "rescale_border", "adaptive_avg_pool2d", "adaptive_pool_matrix", "bilinear_upsample2d", "interpolation_matrix", "local_response_norm",
+    "BatchNorm", "PositionalEmbedding", "ClassToken", "TiedDense", "SelfAttention", "TransformerEncoderBlock",
 })
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x", "training", "a", "v", "out", "model", "arrays"} | set(dir(builtins))
 
@@ -126,6 +128,8 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
         "keras_input_shape": tuple(model.extra["keras_input_shape"]),
         "input_channels_last": bool(model.extra["input_channels_last"]),
         "keras_imports": keras_imports,
+        # an LSTM's one bias stands for torch's two: the optimizer steps it twice as far (TorchAdam, TorchSGD)
+        "summed_biases": any(node.op == "LSTM" for node in analysis.nodes.values()),
     })
     return context
 

@@ -32,6 +32,8 @@ def multihead_attention(ctx: ConvertContext) -> MappedLayer:
         kwargs["dropout"] = p["dropout"]
     if not p["bias"]:
         kwargs["use_bias"] = False
+    if p["causal"]:
+        kwargs["causal"] = True
     ctor = call("SelfAttention", literal(ctx.in_shapes[0][1]), literal(p["num_heads"]), **kwargs)
     return layer(ctx, call(module(ctx), take(ctx, 0, CANON), "training=training"), ctor, layout=CANON,
                  weights=_attention_weights(ctx, "", "", p["bias"]),
@@ -48,6 +50,8 @@ def transformer_encoder_layer(ctx: ConvertContext) -> MappedLayer:
         kwargs["norm_first"] = True
     if p["layer_norm_eps"] != 1e-5:
         kwargs["layer_norm_eps"] = p["layer_norm_eps"]
+    if p["causal"]:
+        kwargs["causal"] = True
     ctor = call("TransformerEncoderBlock", literal(e), literal(p["num_heads"]), **kwargs)
     weights = _attention_weights(ctx, "self_attn.", "self_attn.", True)
     weights += [weight(ctx, f"{n}.kernel", f"{n}.weight", "transpose", "transpose") for n in ("linear1", "linear2")]

@@ -30,6 +30,14 @@ from core.mapping.keras._common import (
 @register("Linear")
 def linear(ctx: ConvertContext) -> MappedLayer:
     p = ctx.params
+    tied = ctx.tied()
+    if tied is not None:  # the head reads the Embedding's table (V, E), transposed in the product
+        helpers_: set[str] = {"TiedDense"}
+        x = take(ctx, 0, CANON, helpers_)
+        fan_in = ctx.in_shapes[0][-1] if p["bias"] else 0
+        ctor = call("TiedDense", literal(p["out_features"]), bias_fan_in=fan_in)
+        return layer(ctx, call(module(ctx), x, f"self.{tied.var}.embeddings"), ctor, layout=CANON,
+                     weights=[weight(ctx, "bias", "bias")] if p["bias"] else [], helpers=sorted(helpers_))
     kwargs: dict[str, Any] = {}
     if not p["bias"]:
         kwargs["use_bias"] = False

@@ -129,5 +129,7 @@ def global_avg_pool(ctx: ConvertContext) -> MappedLayer:
 def sequence_pool(ctx: ConvertContext) -> MappedLayer:
     helpers: set[str] = set()
     x = take(ctx, 0, CANON, helpers)
+    if ctx.params["mode"] == "first":
+        return layer(ctx, f"{x}[:, 0]", layout=CANON, helpers=sorted(helpers))
     reduce = "ops.mean" if ctx.params["mode"] == "mean" else "ops.max"
     return layer(ctx, call(reduce, x, axis=1), layout=CANON, helpers=sorted(helpers))

@@ -30,8 +30,10 @@ from core.mapping.paddle import (  # noqa: F401  (imported for their registratio
     norm,
     pool,
     recurrent,
+    resize,
     shape,
     shuffle,
+    tokens,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis
@@ -52,7 +54,7 @@ sharded_state_dict state_dict sublayers to to_static_state_dict train training t
 
 # Names the generated model.py defines or imports: no layer or tensor may shadow them.
 MODULE_NAMES = frozenset({
-    "paddle", "nn", "F", "np", "math", "PositionalEmbedding", "UnbiasedBatchNorm1D", "UnbiasedBatchNorm2D",
+    "paddle", "nn", "F", "np", "math", "PositionalEmbedding", "ClassToken", "causal_mask", "TiedLinear", "gelu_tanh", "with_activation", "UnbiasedBatchNorm1D", "UnbiasedBatchNorm2D",
     "last_state", "reset_parameters", "uniform_fan_in", "build_model", "load_canonical_weights", "canonical_weights",
     "forward_numpy", "to_paddle", "from_paddle", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME,
 })

@@ -66,5 +66,7 @@ def global_avg_pool(ctx: ConvertContext) -> MappedLayer:
 
 @register("SequencePool")
 def sequence_pool(ctx: ConvertContext) -> MappedLayer:
+    if ctx.params["mode"] == "first":
+        return layer(ctx, f"{ctx.in_names[0]}[:, 0]")
     reduce = "mean" if ctx.params["mode"] == "mean" else "max"
     return layer(ctx, call(f"{ctx.in_names[0]}.{reduce}", axis=1))

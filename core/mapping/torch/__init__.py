@@ -29,8 +29,10 @@ from core.mapping.torch import (  # noqa: F401  (imported for their registration
     norm,
     pool,
     recurrent,
+    resize,
     shape,
     shuffle,
+    tokens,
 )
 from core.spec import PipelineSpec
 from core.validate import Analysis
@@ -50,7 +52,8 @@ to_empty train training type xpu zero_grad
 """.split())
 
 # Names the generated model.py defines or imports: no layer or tensor may shadow them.
-MODULE_NAMES = frozenset({"torch", "nn", "F", "np", "math", "PositionalEmbedding", "last_state",
+MODULE_NAMES = frozenset({"torch", "nn", "F", "np", "math", "PositionalEmbedding", "ClassToken", "last_state",
+                          "TiedLinear", "gelu_tanh", "SelfAttention", "TransformerEncoderBlock",
                           "reset_parameters", "uniform_fan_in", "build_model", "load_canonical_weights",
                           "canonical_weights", "forward_numpy", "INPUT_SHAPE", "INPUT_DTYPE", "CANONICAL", CLASS_NAME})
 TENSOR_RESERVED = MODULE_NAMES | {"self", "x"} | set(dir(builtins))

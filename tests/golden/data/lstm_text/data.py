@@ -19,19 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
-SOURCE = 'text/reviews.csv'
-FORMAT = 'csv'
-TASK = 'classification'
+SOURCE = "text/reviews.csv"
+FORMAT = "csv"
+TASK = "classification"
 NUM_CLASSES = 2
 INPUT_SHAPE = (200,)
-INPUT_DTYPE = 'int64'
+INPUT_DTYPE = "int64"
 BATCH_SIZE = 64
 SEED = 0
 VALIDATION_SPLIT = 0.1
 TEST_SPLIT = 0.0
 SHUFFLE = True
 NUM_WORKERS = 2
-TARGET = 'label'
+TARGET = "label"
 AUGMENTATION = []
 ONE_HOT_COLUMNS = []
 
@@ -96,11 +96,13 @@ def split_indices(n: int) -> dict[str, np.ndarray]:
     n_test = _count(n, TEST_SPLIT)
     n_val = _count(n, VALIDATION_SPLIT)
     if n_test + n_val >= n:
-        raise DataError(f"{SOURCE}: {n} samples leave none for training after a validation split of "
-                        f"{n_val} and a test split of {n_test}; use more data or smaller splits")
-    splits = {"train": np.sort(order[n_test + n_val:])}
+        raise DataError(
+            f"{SOURCE}: {n} samples leave none for training after a validation split of "
+            f"{n_val} and a test split of {n_test}; use more data or smaller splits"
+        )
+    splits = {"train": np.sort(order[n_test + n_val :])}
     if n_val:
-        splits["val"] = np.sort(order[n_test:n_test + n_val])
+        splits["val"] = np.sort(order[n_test : n_test + n_val])
     if n_test:
         splits["test"] = np.sort(order[:n_test])
     return splits
@@ -115,8 +117,10 @@ def describe(splits: dict[str, Split]) -> str:
     """One line per split: size, shapes and (classification) the samples per class."""
     lines = []
     for name, split in splits.items():
-        line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
-                f"y {tuple(split.y.shape)} {split.y.dtype}")
+        line = (
+            f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
+            f"y {tuple(split.y.shape)} {split.y.dtype}"
+        )
         if not isinstance(split.x, np.ndarray):
             line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
@@ -141,16 +145,21 @@ def pinned_source() -> Path:
     """
     path = Path(SOURCE)
     if SOURCE.startswith("~") or not path.is_absolute():
-        raise DataError(f"data source {SOURCE!r} is not an absolute path: a FlowTrain program reads the absolute "
-                        "path its data source was resolved to when the run was submitted. Submit the spec with "
-                        "`flowtrain run` or the portal, or write the data's absolute path in data.source")
+        raise DataError(
+            f"data source {SOURCE!r} is not an absolute path: a FlowTrain program reads the absolute "
+            "path its data source was resolved to when the run was submitted. Submit the spec with "
+            "`flowtrain run` or the portal, or write the data's absolute path in data.source"
+        )
     real = Path(os.path.realpath(path))
     if real != path:
-        raise DataError(f"data source {SOURCE} now resolves to {real}: a symbolic link on the path changed after "
-                        "the run was submitted, and only the path that was checked is read. Submit the run again")
+        raise DataError(
+            f"data source {SOURCE} now resolves to {real}: a symbolic link on the path changed after "
+            "the run was submitted, and only the path that was checked is read. Submit the run again"
+        )
     if not path.exists():
-        raise DataError(f"data source {SOURCE} does not exist; put the data there or choose it again, then "
-                        "submit the run again")
+        raise DataError(
+            f"data source {SOURCE} does not exist; put the data there or choose it again, then submit the run again"
+        )
     return path
 
 
@@ -163,7 +172,7 @@ def _load_table(path: Path) -> tuple[object, object, Where]:
     names, columns, where = _read_csv(path)
     if TARGET not in columns:
         raise DataError(f"{path}: no target column {TARGET!r}; the columns are {names}; set data.target")
-    text_column = 'text'
+    text_column = "text"
     if text_column not in columns:
         raise DataError(f"{path}: no text column {text_column!r} to tokenize; the columns are {names}")
     texts = ["" if v is None else str(v) for v in columns[text_column]]
@@ -188,8 +197,10 @@ def _read_csv(path: Path) -> tuple[list[str], dict[str, list[str]], Where]:
                 if not row:
                     continue  # blank line
                 if len(row) != len(header):
-                    raise DataError(f"{path} row {len(rows) + 1} (line {reader.line_num}): {len(row)} fields "
-                                    f"but the header has {len(header)}; fix the row")
+                    raise DataError(
+                        f"{path} row {len(rows) + 1} (line {reader.line_num}): {len(row)} fields "
+                        f"but the header has {len(header)}; fix the row"
+                    )
                 rows.append(row)
                 lines.append(reader.line_num)
     except UnicodeDecodeError as exc:
@@ -228,8 +239,10 @@ def _numbers(values: object, column: str, where: Where, text_ok: bool = False, h
     i = bad[0]
     value = values[i]
     shown = "empty" if value is None or value == "" or (isinstance(value, float) and np.isnan(value)) else repr(value)
-    raise DataError(f"{where(i)}, column {column!r}: {shown} is not a finite number; fix the value{hint} "
-                    f"({len(bad)} bad value(s) in this column)")
+    raise DataError(
+        f"{where(i)}, column {column!r}: {shown} is not a finite number; fix the value{hint} "
+        f"({len(bad)} bad value(s) in this column)"
+    )
 
 
 def _all_numbers(values: list) -> np.ndarray | None:
@@ -252,8 +265,10 @@ def _targets(labels: object, where: Where) -> np.ndarray:
         numbers = _all_numbers(labels)  # label_encode takes any values; numbers sort as numbers
     if TASK == "regression":
         if numbers is None:
-            raise DataError(f"{SOURCE}: the targets are not numbers but the task is regression; "
-                            "set data.task to classification or use a numeric target")
+            raise DataError(
+                f"{SOURCE}: the targets are not numbers but the task is regression; "
+                "set data.task to classification or use a numeric target"
+            )
         bad = np.flatnonzero(~np.isfinite(numbers.reshape(len(numbers), -1)).all(axis=1))
         if len(bad):
             raise DataError(f"{where(int(bad[0]))}: the target is not a finite number; fix the value")
@@ -265,9 +280,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
         keys = list(numbers) if numbers is not None else [str(v) for v in np.asarray(labels).tolist()]
         classes = sorted(set(keys))
         if NUM_CLASSES is not None and len(classes) > NUM_CLASSES:
-            raise DataError(f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
-                            f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
-                            f"last layer's outputs to {len(classes)}")
+            raise DataError(
+                f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
+                f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
+                f"last layer's outputs to {len(classes)}"
+            )
         position = {c: j for j, c in enumerate(classes)}
         CLASS_NAMES = [_label_name(c) for c in classes]
         return np.asarray([position[k] for k in keys], np.int64)
@@ -276,9 +293,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
     bad = np.flatnonzero((numbers != np.round(numbers)) | (numbers < 0) | (numbers >= (NUM_CLASSES or np.inf)))
     if len(bad):
         i = int(bad[0])
-        raise DataError(f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
-                        f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
-                        f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step")
+        raise DataError(
+            f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
+            f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
+            f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step"
+        )
     return numbers.astype(np.int64)
 
 
@@ -300,7 +319,7 @@ def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) 
     """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
     rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
     streamed split's batches, preprocessed with the statistics of a sample)."""
-    x = tokenize(x, train, fitted, '0', vocab_size=20000, max_length=200, lowercase=True)
+    x = tokenize(x, train, fitted, "0", vocab_size=20000, max_length=200, lowercase=True)
     # label_encode: done with the labels
     return np.asarray(x, dtype=INPUT_DTYPE)
 
@@ -312,24 +331,33 @@ def _check_shape(x: np.ndarray) -> None:
             hint = f"add a resize step with size [{INPUT_SHAPE[1]}, {INPUT_SHAPE[2]}] or change the Input's shape"
         else:
             hint = f"set the Input's shape to {list(got)} or change the data's columns/preprocessing"
-        raise DataError(f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
-                        f"expects {tuple(INPUT_SHAPE)}; {hint}")
+        raise DataError(
+            f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
+            f"expects {tuple(INPUT_SHAPE)}; {hint}"
+        )
 
 
 _NON_WORD = re.compile(r"\W+")
 
 
-def tokenize(texts: list[str], train: np.ndarray | None, fitted: dict, key: str, vocab_size: int, max_length: int,
-             lowercase: bool) -> np.ndarray:
+def tokenize(
+    texts: list[str],
+    train: np.ndarray | None,
+    fitted: dict,
+    key: str,
+    vocab_size: int,
+    max_length: int,
+    lowercase: bool,
+) -> np.ndarray:
     """Word ids: 0 pads, 1 is an unknown word, 2.. the vocab_size - 2 most frequent training words."""
     words = [[w for w in _NON_WORD.split(t.lower() if lowercase else t) if w] for t in texts]
     if key not in fitted:
         counts = Counter(w for i in train for w in words[i])
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:vocab_size - 2]
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[: vocab_size - 2]
         fitted[key] = {w: i + 2 for i, (w, _) in enumerate(ranked)}
     vocab = fitted[key]
     ids = np.zeros((len(texts), max_length), np.int64)
     for row, sentence in enumerate(words):
         seq = [vocab.get(w, 1) for w in sentence[:max_length]]
-        ids[row, :len(seq)] = seq
+        ids[row, : len(seq)] = seq
     return ids

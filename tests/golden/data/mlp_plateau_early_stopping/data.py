@@ -15,19 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SOURCE = 'sklearn:digits'
-FORMAT = 'builtin'
-TASK = 'classification'
+SOURCE = "sklearn:digits"
+FORMAT = "builtin"
+TASK = "classification"
 NUM_CLASSES = 10
 INPUT_SHAPE = (1, 28, 28)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 BATCH_SIZE = 64
 SEED = 0
 VALIDATION_SPLIT = 0.2
 TEST_SPLIT = 0.1
 SHUFFLE = True
 NUM_WORKERS = 2
-TARGET = 'label'
+TARGET = "label"
 AUGMENTATION = []
 
 # Set by load_splits: the class names in label order (image folders and encoded labels), and
@@ -90,11 +90,13 @@ def split_indices(n: int) -> dict[str, np.ndarray]:
     n_test = _count(n, TEST_SPLIT)
     n_val = _count(n, VALIDATION_SPLIT)
     if n_test + n_val >= n:
-        raise DataError(f"{SOURCE}: {n} samples leave none for training after a validation split of "
-                        f"{n_val} and a test split of {n_test}; use more data or smaller splits")
-    splits = {"train": np.sort(order[n_test + n_val:])}
+        raise DataError(
+            f"{SOURCE}: {n} samples leave none for training after a validation split of "
+            f"{n_val} and a test split of {n_test}; use more data or smaller splits"
+        )
+    splits = {"train": np.sort(order[n_test + n_val :])}
     if n_val:
-        splits["val"] = np.sort(order[n_test:n_test + n_val])
+        splits["val"] = np.sort(order[n_test : n_test + n_val])
     if n_test:
         splits["test"] = np.sort(order[:n_test])
     return splits
@@ -109,8 +111,10 @@ def describe(splits: dict[str, Split]) -> str:
     """One line per split: size, shapes and (classification) the samples per class."""
     lines = []
     for name, split in splits.items():
-        line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
-                f"y {tuple(split.y.shape)} {split.y.dtype}")
+        line = (
+            f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
+            f"y {tuple(split.y.shape)} {split.y.dtype}"
+        )
         if not isinstance(split.x, np.ndarray):
             line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
@@ -153,8 +157,10 @@ def _targets(labels: object, where: Where) -> np.ndarray:
     numbers = values.astype(np.float64) if values.dtype.kind in "biuf" else None
     if TASK == "regression":
         if numbers is None:
-            raise DataError(f"{SOURCE}: the targets are not numbers but the task is regression; "
-                            "set data.task to classification or use a numeric target")
+            raise DataError(
+                f"{SOURCE}: the targets are not numbers but the task is regression; "
+                "set data.task to classification or use a numeric target"
+            )
         bad = np.flatnonzero(~np.isfinite(numbers.reshape(len(numbers), -1)).all(axis=1))
         if len(bad):
             raise DataError(f"{where(int(bad[0]))}: the target is not a finite number; fix the value")
@@ -166,9 +172,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
         keys = list(numbers) if numbers is not None else [str(v) for v in np.asarray(labels).tolist()]
         classes = sorted(set(keys))
         if NUM_CLASSES is not None and len(classes) > NUM_CLASSES:
-            raise DataError(f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
-                            f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
-                            f"last layer's outputs to {len(classes)}")
+            raise DataError(
+                f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
+                f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
+                f"last layer's outputs to {len(classes)}"
+            )
         position = {c: j for j, c in enumerate(classes)}
         CLASS_NAMES = [_label_name(c) for c in classes]
         return np.asarray([position[k] for k in keys], np.int64)
@@ -177,9 +185,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
     bad = np.flatnonzero((numbers != np.round(numbers)) | (numbers < 0) | (numbers >= (NUM_CLASSES or np.inf)))
     if len(bad):
         i = int(bad[0])
-        raise DataError(f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
-                        f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
-                        f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step")
+        raise DataError(
+            f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
+            f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
+            f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step"
+        )
     return numbers.astype(np.int64)
 
 
@@ -202,8 +212,8 @@ def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) 
     rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
     streamed split's batches, preprocessed with the statistics of a sample)."""
     x = resize(x, (28, 28))
-    x = scale(x, 16.0, train, fitted, '1')
-    x = normalize(x, [0.3], [0.4], train, fitted, '2')
+    x = scale(x, 16.0, train, fitted, "1")
+    x = normalize(x, [0.3], [0.4], train, fitted, "2")
     return np.asarray(x, dtype=INPUT_DTYPE)
 
 
@@ -214,8 +224,10 @@ def _check_shape(x: np.ndarray) -> None:
             hint = f"add a resize step with size [{INPUT_SHAPE[1]}, {INPUT_SHAPE[2]}] or change the Input's shape"
         else:
             hint = f"set the Input's shape to {list(got)} or change the data's columns/preprocessing"
-        raise DataError(f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
-                        f"expects {tuple(INPUT_SHAPE)}; {hint}")
+        raise DataError(
+            f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
+            f"expects {tuple(INPUT_SHAPE)}; {hint}"
+        )
 
 
 def resize(x: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -249,8 +261,9 @@ def scale(x: np.ndarray, max_value: float | None, train: np.ndarray | None, fitt
     return x.astype(np.float32) / np.float32(max_value)
 
 
-def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None,
-              fitted: dict, key: str) -> np.ndarray:
+def normalize(
+    x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None, fitted: dict, key: str
+) -> np.ndarray:
     """Per channel (axis 1) ``(x - mean) / std``; mean/std of the training split when not given."""
     x = x.astype(np.float32)
     axes = (0, *range(2, x.ndim))
@@ -265,7 +278,9 @@ def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, 
     std = np.asarray(std, np.float32)
     channels = x.shape[1] if x.ndim > 1 else 1
     if mean.size not in (1, channels) or std.size not in (1, channels):
-        raise DataError(f"{SOURCE}: normalize has {mean.size} mean and {std.size} std values but the data has "
-                        f"{channels} channels; give one value per channel, or leave both empty to compute them")
+        raise DataError(
+            f"{SOURCE}: normalize has {mean.size} mean and {std.size} std values but the data has "
+            f"{channels} channels; give one value per channel, or leave both empty to compute them"
+        )
     shape = (1, -1) + (1,) * (x.ndim - 2)
     return (x - mean.reshape(shape)) / std.reshape(shape)

@@ -19,23 +19,23 @@ from pathlib import Path
 
 import numpy as np
 
-SOURCE = 'cifar10/train'
-FORMAT = 'image_folder'
-TASK = 'classification'
+SOURCE = "cifar10/train"
+FORMAT = "image_folder"
+TASK = "classification"
 NUM_CLASSES = 10
 INPUT_SHAPE = (3, 32, 32)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 BATCH_SIZE = 128
 SEED = 0
 VALIDATION_SPLIT = 0.1
 TEST_SPLIT = 0.0
 SHUFFLE = True
 NUM_WORKERS = 2
-TARGET = 'label'
-AUGMENTATION = [{'op': 'random_crop', 'padding': 4}, {'op': 'horizontal_flip', 'p': 0.5}]
+TARGET = "label"
+AUGMENTATION = [{"op": "random_crop", "padding": 4}, {"op": "horizontal_flip", "p": 0.5}]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 LOAD_SIZE = None  # (height, width) images are resized to while loading
-LOADING = 'auto'  # "memory", "stream", or "auto": stream above STREAM_ABOVE_BYTES
+LOADING = "auto"  # "memory", "stream", or "auto": stream above STREAM_ABOVE_BYTES
 STREAM_ABOVE_BYTES = 1 << 30  # preprocessed (float32) size above which "auto" keeps the samples on disk
 STATISTICS_SAMPLES = 1  # no step computes statistics: one sample checks the shape of a streamed split
 STATISTICS_BYTES = 0
@@ -106,11 +106,13 @@ def split_indices(n: int) -> dict[str, np.ndarray]:
     n_test = _count(n, TEST_SPLIT)
     n_val = _count(n, VALIDATION_SPLIT)
     if n_test + n_val >= n:
-        raise DataError(f"{SOURCE}: {n} samples leave none for training after a validation split of "
-                        f"{n_val} and a test split of {n_test}; use more data or smaller splits")
-    splits = {"train": np.sort(order[n_test + n_val:])}
+        raise DataError(
+            f"{SOURCE}: {n} samples leave none for training after a validation split of "
+            f"{n_val} and a test split of {n_test}; use more data or smaller splits"
+        )
+    splits = {"train": np.sort(order[n_test + n_val :])}
     if n_val:
-        splits["val"] = np.sort(order[n_test:n_test + n_val])
+        splits["val"] = np.sort(order[n_test : n_test + n_val])
     if n_test:
         splits["test"] = np.sort(order[:n_test])
     return splits
@@ -125,8 +127,10 @@ def describe(splits: dict[str, Split]) -> str:
     """One line per split: size, shapes and (classification) the samples per class."""
     lines = []
     for name, split in splits.items():
-        line = (f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
-                f"y {tuple(split.y.shape)} {split.y.dtype}")
+        line = (
+            f"{name}: {len(split)} samples, x {tuple(split.x.shape)} {split.x.dtype}, "
+            f"y {tuple(split.y.shape)} {split.y.dtype}"
+        )
         if not isinstance(split.x, np.ndarray):
             line += " (streamed: read from disk batch by batch)"
         if TASK == "classification" and len(split):
@@ -151,17 +155,24 @@ def pinned_source() -> Path:
     """
     path = Path(SOURCE)
     if SOURCE.startswith("~") or not path.is_absolute():
-        raise DataError(f"data source {SOURCE!r} is not an absolute path: a FlowTrain program reads the absolute "
-                        "path its data source was resolved to when the run was submitted. Submit the spec with "
-                        "`flowtrain run` or the portal, or write the data's absolute path in data.source")
+        raise DataError(
+            f"data source {SOURCE!r} is not an absolute path: a FlowTrain program reads the absolute "
+            "path its data source was resolved to when the run was submitted. Submit the spec with "
+            "`flowtrain run` or the portal, or write the data's absolute path in data.source"
+        )
     real = Path(os.path.realpath(path))
     if real != path:
-        raise DataError(f"data source {SOURCE} now resolves to {real}: a symbolic link on the path changed after "
-                        "the run was submitted, and only the path that was checked is read. Submit the run again")
+        raise DataError(
+            f"data source {SOURCE} now resolves to {real}: a symbolic link on the path changed after "
+            "the run was submitted, and only the path that was checked is read. Submit the run again"
+        )
     if not path.exists():
-        raise DataError(f"data source {SOURCE} does not exist; put the data there or choose it again, then "
-                        "submit the run again")
+        raise DataError(
+            f"data source {SOURCE} does not exist; put the data there or choose it again, then submit the run again"
+        )
     return path
+
+
 # --------------------------------------------------------------------------- sources that can stay on disk
 
 
@@ -223,9 +234,11 @@ def _leaves(member: Path, folder: Path) -> bool:
 
 def _warn_skipped(folder: Path, skipped: list[str]) -> None:
     if skipped:
-        print(f"warning: {folder}: skipping {len(skipped)} member(s) that are symbolic links leading out of the "
-              f"folder, which are never read: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}",
-              file=sys.stderr)
+        print(
+            f"warning: {folder}: skipping {len(skipped)} member(s) that are symbolic links leading out of the "
+            f"folder, which are never read: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}",
+            file=sys.stderr,
+        )
 
 
 def _why(exc: BaseException) -> str:
@@ -258,14 +271,18 @@ def _stream_splits(source: Streamed) -> dict[str, Split]:
 
 
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
-IMAGE_FIX = ("the file is damaged or not an image: replace it or delete it (FlowTrain's example data: "
-             "write it again with `python -m flowtrain example-data`)")
+IMAGE_FIX = (
+    "the file is damaged or not an image: replace it or delete it (FlowTrain's example data: "
+    "write it again with `python -m flowtrain example-data`)"
+)
 
 
 def _check_image_input(where: object) -> None:
     if len(INPUT_SHAPE) != 3:
-        raise DataError(f"{where} holds images but the model's Input expects {INPUT_SHAPE}; "
-                        "give the Input a (channels, height, width) shape")
+        raise DataError(
+            f"{where} holds images but the model's Input expects {INPUT_SHAPE}; "
+            "give the Input a (channels, height, width) shape"
+        )
     if INPUT_SHAPE[0] not in IMAGE_MODES:
         raise DataError(f"images can have 1, 3 or 4 channels but the model's Input expects {INPUT_SHAPE}")
 
@@ -282,17 +299,21 @@ def _decode_image(file: object, where: str, fix: str = IMAGE_FIX) -> np.ndarray:
             opened.load()  # decode now: a truncated file fails here, not in the middle of a batch
             image = opened.convert(IMAGE_MODES[channels])
     except (FileNotFoundError, PermissionError) as exc:
-        raise DataError(f"{where}: cannot open the file ({exc.strerror}); it was moved or deleted after the "
-                        "run listed the folder, or the run's user may not read it: put it back or make it "
-                        "readable") from exc
+        raise DataError(
+            f"{where}: cannot open the file ({exc.strerror}); it was moved or deleted after the "
+            "run listed the folder, or the run's user may not read it: put it back or make it "
+            "readable"
+        ) from exc
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise DataError(f"{where}: cannot read the image ({_why(exc)}); {fix}") from exc
     if LOAD_SIZE is not None:
         image = image.resize((width, height), Image.Resampling.BILINEAR)
     elif image.size != (width, height):
-        raise DataError(f"{where}: the image is {image.size[1]}x{image.size[0]} (height x width) but the "
-                        f"model's Input expects {INPUT_SHAPE}; add a resize step with size "
-                        f"[{height}, {width}] to the data layer")
+        raise DataError(
+            f"{where}: the image is {image.size[1]}x{image.size[0]} (height x width) but the "
+            f"model's Input expects {INPUT_SHAPE}; add a resize step with size "
+            f"[{height}, {width}] to the data layer"
+        )
     pixels = np.asarray(image)
     return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
 
@@ -314,7 +335,7 @@ class ImageFiles(Streamed):
         self.offsets = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
 
     def name(self, row: int) -> str:
-        return str(self.root / self.blob[self.offsets[row]:self.offsets[row + 1]].decode())
+        return str(self.root / self.blob[self.offsets[row] : self.offsets[row + 1]].decode())
 
     def load(self, rows: np.ndarray) -> np.ndarray:
         x = _images(len(rows))
@@ -329,13 +350,17 @@ def _image_files(root: Path) -> ImageFiles:
     if not root.is_dir():
         raise DataError(f"{root} is not a folder; an image folder holds one sub-folder of images per class")
     skipped = [p.name for p in root.iterdir() if _leaves(p, root)]
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skipped)
+    classes = sorted(
+        p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skipped
+    )
     if not classes:
         raise DataError(f"{root} has no class sub-folders; put the images of each class in a sub-folder")
     if NUM_CLASSES is not None and len(classes) > NUM_CLASSES:
-        raise DataError(f"{root} has {len(classes)} class folders but the model predicts {NUM_CLASSES} classes "
-                        f"(NUM_CLASSES); remove folders or set data.num_classes and the last layer to "
-                        f"{len(classes)}")
+        raise DataError(
+            f"{root} has {len(classes)} class folders but the model predicts {NUM_CLASSES} classes "
+            f"(NUM_CLASSES); remove folders or set data.num_classes and the last layer to "
+            f"{len(classes)}"
+        )
     names: list[str] = []
     labels: list[int] = []
     for index, name in enumerate(classes):
@@ -365,8 +390,10 @@ def _targets(labels: object, where: Where) -> np.ndarray:
     numbers = values.astype(np.float64) if values.dtype.kind in "biuf" else None
     if TASK == "regression":
         if numbers is None:
-            raise DataError(f"{SOURCE}: the targets are not numbers but the task is regression; "
-                            "set data.task to classification or use a numeric target")
+            raise DataError(
+                f"{SOURCE}: the targets are not numbers but the task is regression; "
+                "set data.task to classification or use a numeric target"
+            )
         bad = np.flatnonzero(~np.isfinite(numbers.reshape(len(numbers), -1)).all(axis=1))
         if len(bad):
             raise DataError(f"{where(int(bad[0]))}: the target is not a finite number; fix the value")
@@ -378,9 +405,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
         keys = list(numbers) if numbers is not None else [str(v) for v in np.asarray(labels).tolist()]
         classes = sorted(set(keys))
         if NUM_CLASSES is not None and len(classes) > NUM_CLASSES:
-            raise DataError(f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
-                            f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
-                            f"last layer's outputs to {len(classes)}")
+            raise DataError(
+                f"{SOURCE}: the target has {len(classes)} distinct values ({_shorten(classes)}) but "
+                f"the model predicts NUM_CLASSES={NUM_CLASSES} classes; set data.num_classes and the "
+                f"last layer's outputs to {len(classes)}"
+            )
         position = {c: j for j, c in enumerate(classes)}
         CLASS_NAMES = [_label_name(c) for c in classes]
         return np.asarray([position[k] for k in keys], np.int64)
@@ -389,9 +418,11 @@ def _targets(labels: object, where: Where) -> np.ndarray:
     bad = np.flatnonzero((numbers != np.round(numbers)) | (numbers < 0) | (numbers >= (NUM_CLASSES or np.inf)))
     if len(bad):
         i = int(bad[0])
-        raise DataError(f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
-                        f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
-                        f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step")
+        raise DataError(
+            f"{where(i)}: label {_label_name(numbers[i])} is out of range: NUM_CLASSES is "
+            f"{NUM_CLASSES}, so labels must be integers 0..{(NUM_CLASSES or 1) - 1} "
+            f"({len(bad)} bad label(s)); fix the labels, or add a label_encode step"
+        )
     return numbers.astype(np.int64)
 
 
@@ -413,8 +444,8 @@ def _preprocess(x: object, train: np.ndarray | None, fitted: dict[str, object]) 
     """The data layer's preprocessing steps, in order. A step's statistics come from the ``train``
     rows and are kept in ``fitted`` under the step's position; once there, they are reused (a
     streamed split's batches, preprocessed with the statistics of a sample)."""
-    x = scale(x, 255.0, train, fitted, '0')
-    x = normalize(x, [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261], train, fitted, '1')
+    x = scale(x, 255.0, train, fitted, "0")
+    x = normalize(x, [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261], train, fitted, "1")
     return np.asarray(x, dtype=INPUT_DTYPE)
 
 
@@ -425,8 +456,10 @@ def _check_shape(x: np.ndarray) -> None:
             hint = f"add a resize step with size [{INPUT_SHAPE[1]}, {INPUT_SHAPE[2]}] or change the Input's shape"
         else:
             hint = f"set the Input's shape to {list(got)} or change the data's columns/preprocessing"
-        raise DataError(f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
-                        f"expects {tuple(INPUT_SHAPE)}; {hint}")
+        raise DataError(
+            f"{SOURCE}: one sample has shape {got} after preprocessing but the model's Input "
+            f"expects {tuple(INPUT_SHAPE)}; {hint}"
+        )
 
 
 def scale(x: np.ndarray, max_value: float | None, train: np.ndarray | None, fitted: dict, key: str) -> np.ndarray:
@@ -439,8 +472,9 @@ def scale(x: np.ndarray, max_value: float | None, train: np.ndarray | None, fitt
     return x.astype(np.float32) / np.float32(max_value)
 
 
-def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None,
-              fitted: dict, key: str) -> np.ndarray:
+def normalize(
+    x: np.ndarray, mean: list[float] | None, std: list[float] | None, train: np.ndarray | None, fitted: dict, key: str
+) -> np.ndarray:
     """Per channel (axis 1) ``(x - mean) / std``; mean/std of the training split when not given."""
     x = x.astype(np.float32)
     axes = (0, *range(2, x.ndim))
@@ -455,7 +489,9 @@ def normalize(x: np.ndarray, mean: list[float] | None, std: list[float] | None, 
     std = np.asarray(std, np.float32)
     channels = x.shape[1] if x.ndim > 1 else 1
     if mean.size not in (1, channels) or std.size not in (1, channels):
-        raise DataError(f"{SOURCE}: normalize has {mean.size} mean and {std.size} std values but the data has "
-                        f"{channels} channels; give one value per channel, or leave both empty to compute them")
+        raise DataError(
+            f"{SOURCE}: normalize has {mean.size} mean and {std.size} std values but the data has "
+            f"{channels} channels; give one value per channel, or leave both empty to compute them"
+        )
     shape = (1, -1) + (1,) * (x.ndim - 2)
     return (x - mean.reshape(shape)) / std.reshape(shape)

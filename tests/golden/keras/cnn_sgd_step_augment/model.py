@@ -19,7 +19,7 @@ import numpy as np
 from keras import layers, ops
 
 INPUT_SHAPE = (1, 28, 28)  # one sample as drawn (channels-first)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 KERAS_INPUT_SHAPE = (28, 28, 1)  # one sample as the model takes it
 OUTPUT_SHAPE = (10,)
 
@@ -54,8 +54,9 @@ def dense_kernel_from_channels_first(w: np.ndarray, shape: tuple[int, ...]) -> n
 def dense_kernel_to_channels_first(k: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     rank, out = len(shape), k.shape[1]
     channels_last = (*shape[1:], shape[0])
-    return np.ascontiguousarray(k.reshape(*channels_last, out).transpose(rank, rank - 1, *range(rank - 1))
-                                .reshape(out, -1))
+    return np.ascontiguousarray(
+        k.reshape(*channels_last, out).transpose(rank, rank - 1, *range(rank - 1)).reshape(out, -1)
+    )
 
 
 @keras.saving.register_keras_serializable(package="flowtrain")
@@ -65,7 +66,9 @@ class FlowTrainModel(keras.Model):
         # node conv2d1 (Conv2d) -> 32x26x26
         self.conv2d1 = layers.Conv2D(32, (3, 3), kernel_initializer=torch_uniform(9), bias_initializer=torch_uniform(9))
         # node conv2d2 (Conv2d) -> 64x24x24
-        self.conv2d2 = layers.Conv2D(64, (3, 3), kernel_initializer=torch_uniform(288), bias_initializer=torch_uniform(288))
+        self.conv2d2 = layers.Conv2D(
+            64, (3, 3), kernel_initializer=torch_uniform(288), bias_initializer=torch_uniform(288)
+        )
         # node maxpool2d1 (MaxPool2d) -> 64x12x12
         self.maxpool2d1 = layers.MaxPooling2D((2, 2))
         # node dropout1 (Dropout) -> 64x12x12
@@ -114,33 +117,32 @@ def load_canonical_weights(model: FlowTrainModel, arrays: dict[str, np.ndarray])
     """Copy weights in torch's layout (keys "<node id>/<name>") into the Keras variables."""
     a = arrays
     # node conv2d1 (Conv2d) -> 32x26x26
-    model.conv2d1.kernel.assign(oihw_to_hwio(a['conv2d1/weight']))
-    model.conv2d1.bias.assign(a['conv2d1/bias'])
+    model.conv2d1.kernel.assign(oihw_to_hwio(a["conv2d1/weight"]))
+    model.conv2d1.bias.assign(a["conv2d1/bias"])
     # node conv2d2 (Conv2d) -> 64x24x24
-    model.conv2d2.kernel.assign(oihw_to_hwio(a['conv2d2/weight']))
-    model.conv2d2.bias.assign(a['conv2d2/bias'])
+    model.conv2d2.kernel.assign(oihw_to_hwio(a["conv2d2/weight"]))
+    model.conv2d2.bias.assign(a["conv2d2/bias"])
     # node linear1 (Linear) -> 128
-    model.linear1.kernel.assign(dense_kernel_from_channels_first(a['linear1/weight'], (64, 12, 12)))
-    model.linear1.bias.assign(a['linear1/bias'])
+    model.linear1.kernel.assign(dense_kernel_from_channels_first(a["linear1/weight"], (64, 12, 12)))
+    model.linear1.bias.assign(a["linear1/bias"])
     # node linear2 (Linear) -> 10
-    model.linear2.kernel.assign(transpose(a['linear2/weight']))
-    model.linear2.bias.assign(a['linear2/bias'])
+    model.linear2.kernel.assign(transpose(a["linear2/weight"]))
+    model.linear2.bias.assign(a["linear2/bias"])
 
 
 def canonical_weights(model: FlowTrainModel) -> dict[str, np.ndarray]:
     """The inverse of load_canonical_weights: every weight in torch's layout."""
     out: dict[str, np.ndarray] = {}
     # node conv2d1 (Conv2d) -> 32x26x26
-    out['conv2d1/weight'] = hwio_to_oihw(np.asarray(model.conv2d1.kernel))
-    out['conv2d1/bias'] = np.asarray(model.conv2d1.bias)
+    out["conv2d1/weight"] = hwio_to_oihw(np.asarray(model.conv2d1.kernel))
+    out["conv2d1/bias"] = np.asarray(model.conv2d1.bias)
     # node conv2d2 (Conv2d) -> 64x24x24
-    out['conv2d2/weight'] = hwio_to_oihw(np.asarray(model.conv2d2.kernel))
-    out['conv2d2/bias'] = np.asarray(model.conv2d2.bias)
+    out["conv2d2/weight"] = hwio_to_oihw(np.asarray(model.conv2d2.kernel))
+    out["conv2d2/bias"] = np.asarray(model.conv2d2.bias)
     # node linear1 (Linear) -> 128
-    out['linear1/weight'] = dense_kernel_to_channels_first(np.asarray(model.linear1.kernel), (64, 12, 12))
-    out['linear1/bias'] = np.asarray(model.linear1.bias)
+    out["linear1/weight"] = dense_kernel_to_channels_first(np.asarray(model.linear1.kernel), (64, 12, 12))
+    out["linear1/bias"] = np.asarray(model.linear1.bias)
     # node linear2 (Linear) -> 10
-    out['linear2/weight'] = transpose(np.asarray(model.linear2.kernel))
-    out['linear2/bias'] = np.asarray(model.linear2.bias)
+    out["linear2/weight"] = transpose(np.asarray(model.linear2.kernel))
+    out["linear2/bias"] = np.asarray(model.linear2.bias)
     return out
-

@@ -19,7 +19,7 @@ import numpy as np
 from keras import layers
 
 INPUT_SHAPE = (200,)  # one sample as drawn (no batch axis)
-INPUT_DTYPE = 'int64'
+INPUT_DTYPE = "int64"
 KERAS_INPUT_SHAPE = (200,)  # one sample as the model takes it
 OUTPUT_SHAPE = (2,)
 
@@ -42,7 +42,15 @@ class FlowTrainModel(keras.Model):
         # node embedding1 (Embedding) -> 200x128
         self.embedding1 = layers.Embedding(20000, 128, embeddings_initializer=keras.initializers.RandomNormal(0.0, 1.0))
         # node lstm1 (LSTM) -> 256
-        self.lstm1 = layers.Bidirectional(layers.LSTM(128, unit_forget_bias=False, kernel_initializer=torch_uniform(128), recurrent_initializer=torch_uniform(128), bias_initializer=torch_uniform(128)))
+        self.lstm1 = layers.Bidirectional(
+            layers.LSTM(
+                128,
+                unit_forget_bias=False,
+                kernel_initializer=torch_uniform(128),
+                recurrent_initializer=torch_uniform(128),
+                bias_initializer=torch_uniform(128),
+            )
+        )
         # node dropout1 (Dropout) -> 256
         self.dropout1 = layers.Dropout(0.3)
         # node linear1 (Linear) -> 2
@@ -78,37 +86,36 @@ def load_canonical_weights(model: FlowTrainModel, arrays: dict[str, np.ndarray])
     """Copy weights in torch's layout (keys "<node id>/<name>") into the Keras variables."""
     a = arrays
     # node embedding1 (Embedding) -> 200x128
-    model.embedding1.embeddings.assign(a['embedding1/weight'])
+    model.embedding1.embeddings.assign(a["embedding1/weight"])
     # node lstm1 (LSTM) -> 256
-    model.lstm1.forward_layer.cell.kernel.assign(a['lstm1/weight_ih_l0'].T)
-    model.lstm1.forward_layer.cell.recurrent_kernel.assign(a['lstm1/weight_hh_l0'].T)
-    model.lstm1.forward_layer.cell.bias.assign(a['lstm1/bias_ih_l0'] + a['lstm1/bias_hh_l0'])
-    model.lstm1.backward_layer.cell.kernel.assign(a['lstm1/weight_ih_l0_reverse'].T)
-    model.lstm1.backward_layer.cell.recurrent_kernel.assign(a['lstm1/weight_hh_l0_reverse'].T)
-    model.lstm1.backward_layer.cell.bias.assign(a['lstm1/bias_ih_l0_reverse'] + a['lstm1/bias_hh_l0_reverse'])
+    model.lstm1.forward_layer.cell.kernel.assign(a["lstm1/weight_ih_l0"].T)
+    model.lstm1.forward_layer.cell.recurrent_kernel.assign(a["lstm1/weight_hh_l0"].T)
+    model.lstm1.forward_layer.cell.bias.assign(a["lstm1/bias_ih_l0"] + a["lstm1/bias_hh_l0"])
+    model.lstm1.backward_layer.cell.kernel.assign(a["lstm1/weight_ih_l0_reverse"].T)
+    model.lstm1.backward_layer.cell.recurrent_kernel.assign(a["lstm1/weight_hh_l0_reverse"].T)
+    model.lstm1.backward_layer.cell.bias.assign(a["lstm1/bias_ih_l0_reverse"] + a["lstm1/bias_hh_l0_reverse"])
     # node linear1 (Linear) -> 2
-    model.linear1.kernel.assign(transpose(a['linear1/weight']))
-    model.linear1.bias.assign(a['linear1/bias'])
+    model.linear1.kernel.assign(transpose(a["linear1/weight"]))
+    model.linear1.bias.assign(a["linear1/bias"])
 
 
 def canonical_weights(model: FlowTrainModel) -> dict[str, np.ndarray]:
     """The inverse of load_canonical_weights: every weight in torch's layout."""
     out: dict[str, np.ndarray] = {}
     # node embedding1 (Embedding) -> 200x128
-    out['embedding1/weight'] = np.asarray(model.embedding1.embeddings)
+    out["embedding1/weight"] = np.asarray(model.embedding1.embeddings)
     # node lstm1 (LSTM) -> 256
-    out['lstm1/weight_ih_l0'] = np.asarray(model.lstm1.forward_layer.cell.kernel).T
-    out['lstm1/weight_hh_l0'] = np.asarray(model.lstm1.forward_layer.cell.recurrent_kernel).T
+    out["lstm1/weight_ih_l0"] = np.asarray(model.lstm1.forward_layer.cell.kernel).T
+    out["lstm1/weight_hh_l0"] = np.asarray(model.lstm1.forward_layer.cell.recurrent_kernel).T
     v = np.asarray(model.lstm1.forward_layer.cell.bias)
-    out['lstm1/bias_ih_l0'] = v
-    out['lstm1/bias_hh_l0'] = np.zeros_like(v)
-    out['lstm1/weight_ih_l0_reverse'] = np.asarray(model.lstm1.backward_layer.cell.kernel).T
-    out['lstm1/weight_hh_l0_reverse'] = np.asarray(model.lstm1.backward_layer.cell.recurrent_kernel).T
+    out["lstm1/bias_ih_l0"] = v
+    out["lstm1/bias_hh_l0"] = np.zeros_like(v)
+    out["lstm1/weight_ih_l0_reverse"] = np.asarray(model.lstm1.backward_layer.cell.kernel).T
+    out["lstm1/weight_hh_l0_reverse"] = np.asarray(model.lstm1.backward_layer.cell.recurrent_kernel).T
     v = np.asarray(model.lstm1.backward_layer.cell.bias)
-    out['lstm1/bias_ih_l0_reverse'] = v
-    out['lstm1/bias_hh_l0_reverse'] = np.zeros_like(v)
+    out["lstm1/bias_ih_l0_reverse"] = v
+    out["lstm1/bias_hh_l0_reverse"] = np.zeros_like(v)
     # node linear1 (Linear) -> 2
-    out['linear1/weight'] = transpose(np.asarray(model.linear1.kernel))
-    out['linear1/bias'] = np.asarray(model.linear1.bias)
+    out["linear1/weight"] = transpose(np.asarray(model.linear1.kernel))
+    out["linear1/bias"] = np.asarray(model.linear1.bias)
     return out
-

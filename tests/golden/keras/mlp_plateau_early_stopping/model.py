@@ -19,7 +19,7 @@ import numpy as np
 from keras import layers, ops
 
 INPUT_SHAPE = (1, 28, 28)  # one sample as drawn (channels-first)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 KERAS_INPUT_SHAPE = (28, 28, 1)  # one sample as the model takes it
 OUTPUT_SHAPE = (10,)
 
@@ -45,8 +45,9 @@ def dense_kernel_from_channels_first(w: np.ndarray, shape: tuple[int, ...]) -> n
 def dense_kernel_to_channels_first(k: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     rank, out = len(shape), k.shape[1]
     channels_last = (*shape[1:], shape[0])
-    return np.ascontiguousarray(k.reshape(*channels_last, out).transpose(rank, rank - 1, *range(rank - 1))
-                                .reshape(out, -1))
+    return np.ascontiguousarray(
+        k.reshape(*channels_last, out).transpose(rank, rank - 1, *range(rank - 1)).reshape(out, -1)
+    )
 
 
 @keras.saving.register_keras_serializable(package="flowtrain")
@@ -92,27 +93,26 @@ def load_canonical_weights(model: FlowTrainModel, arrays: dict[str, np.ndarray])
     """Copy weights in torch's layout (keys "<node id>/<name>") into the Keras variables."""
     a = arrays
     # node linear1 (Linear) -> 512
-    model.linear1.kernel.assign(dense_kernel_from_channels_first(a['linear1/weight'], (1, 28, 28)))
-    model.linear1.bias.assign(a['linear1/bias'])
+    model.linear1.kernel.assign(dense_kernel_from_channels_first(a["linear1/weight"], (1, 28, 28)))
+    model.linear1.bias.assign(a["linear1/bias"])
     # node linear2 (Linear) -> 512
-    model.linear2.kernel.assign(transpose(a['linear2/weight']))
-    model.linear2.bias.assign(a['linear2/bias'])
+    model.linear2.kernel.assign(transpose(a["linear2/weight"]))
+    model.linear2.bias.assign(a["linear2/bias"])
     # node linear3 (Linear) -> 10
-    model.linear3.kernel.assign(transpose(a['linear3/weight']))
-    model.linear3.bias.assign(a['linear3/bias'])
+    model.linear3.kernel.assign(transpose(a["linear3/weight"]))
+    model.linear3.bias.assign(a["linear3/bias"])
 
 
 def canonical_weights(model: FlowTrainModel) -> dict[str, np.ndarray]:
     """The inverse of load_canonical_weights: every weight in torch's layout."""
     out: dict[str, np.ndarray] = {}
     # node linear1 (Linear) -> 512
-    out['linear1/weight'] = dense_kernel_to_channels_first(np.asarray(model.linear1.kernel), (1, 28, 28))
-    out['linear1/bias'] = np.asarray(model.linear1.bias)
+    out["linear1/weight"] = dense_kernel_to_channels_first(np.asarray(model.linear1.kernel), (1, 28, 28))
+    out["linear1/bias"] = np.asarray(model.linear1.bias)
     # node linear2 (Linear) -> 512
-    out['linear2/weight'] = transpose(np.asarray(model.linear2.kernel))
-    out['linear2/bias'] = np.asarray(model.linear2.bias)
+    out["linear2/weight"] = transpose(np.asarray(model.linear2.kernel))
+    out["linear2/bias"] = np.asarray(model.linear2.bias)
     # node linear3 (Linear) -> 10
-    out['linear3/weight'] = transpose(np.asarray(model.linear3.kernel))
-    out['linear3/bias'] = np.asarray(model.linear3.bias)
+    out["linear3/weight"] = transpose(np.asarray(model.linear3.kernel))
+    out["linear3/bias"] = np.asarray(model.linear3.bias)
     return out
-

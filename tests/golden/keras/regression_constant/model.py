@@ -19,7 +19,7 @@ import numpy as np
 from keras import layers, ops
 
 INPUT_SHAPE = (13,)  # one sample as drawn (no batch axis)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 KERAS_INPUT_SHAPE = (13,)  # one sample as the model takes it
 OUTPUT_SHAPE = (1,)
 
@@ -73,21 +73,20 @@ def load_canonical_weights(model: FlowTrainModel, arrays: dict[str, np.ndarray])
     """Copy weights in torch's layout (keys "<node id>/<name>") into the Keras variables."""
     a = arrays
     # node fc1 (Linear) -> 16
-    model.fc1.kernel.assign(transpose(a['fc1/weight']))
-    model.fc1.bias.assign(a['fc1/bias'])
+    model.fc1.kernel.assign(transpose(a["fc1/weight"]))
+    model.fc1.bias.assign(a["fc1/bias"])
     # node fc2 (Linear) -> 1
-    model.fc2.kernel.assign(transpose(a['fc2/weight']))
-    model.fc2.bias.assign(a['fc2/bias'])
+    model.fc2.kernel.assign(transpose(a["fc2/weight"]))
+    model.fc2.bias.assign(a["fc2/bias"])
 
 
 def canonical_weights(model: FlowTrainModel) -> dict[str, np.ndarray]:
     """The inverse of load_canonical_weights: every weight in torch's layout."""
     out: dict[str, np.ndarray] = {}
     # node fc1 (Linear) -> 16
-    out['fc1/weight'] = transpose(np.asarray(model.fc1.kernel))
-    out['fc1/bias'] = np.asarray(model.fc1.bias)
+    out["fc1/weight"] = transpose(np.asarray(model.fc1.kernel))
+    out["fc1/bias"] = np.asarray(model.fc1.bias)
     # node fc2 (Linear) -> 1
-    out['fc2/weight'] = transpose(np.asarray(model.fc2.kernel))
-    out['fc2/bias'] = np.asarray(model.fc2.bias)
+    out["fc2/weight"] = transpose(np.asarray(model.fc2.kernel))
+    out["fc2/bias"] = np.asarray(model.fc2.bias)
     return out
-

@@ -14,9 +14,9 @@ import paddle
 from paddle import nn
 from paddle.nn import functional as F
 
-PIPELINE = 'mnist_cnn'
+PIPELINE = "mnist_cnn"
 INPUT_SHAPE = (1, 28, 28)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 
 
 class FlowTrainModel(nn.Layer):
@@ -78,14 +78,14 @@ def build_model() -> FlowTrainModel:
 # Canonical weight name -> this model's state-dict key, and how the array is converted
 # (see to_paddle). Attention projections appear three times: q, k and v, in that order.
 CANONICAL = [
-    ('conv2d1/weight', 'conv2d1.weight', 'identity'),
-    ('conv2d1/bias', 'conv2d1.bias', 'identity'),
-    ('conv2d2/weight', 'conv2d2.weight', 'identity'),
-    ('conv2d2/bias', 'conv2d2.bias', 'identity'),
-    ('linear1/weight', 'linear1.weight', 'transpose'),
-    ('linear1/bias', 'linear1.bias', 'identity'),
-    ('linear2/weight', 'linear2.weight', 'transpose'),
-    ('linear2/bias', 'linear2.bias', 'identity'),
+    ("conv2d1/weight", "conv2d1.weight", "identity"),
+    ("conv2d1/bias", "conv2d1.bias", "identity"),
+    ("conv2d2/weight", "conv2d2.weight", "identity"),
+    ("conv2d2/bias", "conv2d2.bias", "identity"),
+    ("linear1/weight", "linear1.weight", "transpose"),
+    ("linear1/bias", "linear1.bias", "identity"),
+    ("linear2/weight", "linear2.weight", "transpose"),
+    ("linear2/bias", "linear2.bias", "identity"),
 ]
 
 
@@ -95,7 +95,7 @@ def to_paddle(value: np.ndarray, transform: str) -> np.ndarray:
     if part in ("q", "k", "v"):  # one third of torch's packed (3E, …) attention projection
         rows = len(value) // 3
         start = "qkv".index(part) * rows
-        value = value[start:start + rows]
+        value = value[start : start + rows]
     if transform.endswith("transpose"):  # torch Linear (out, in) -> paddle Linear (in, out)
         value = value.T
     return np.ascontiguousarray(value, dtype=np.float32)
@@ -117,14 +117,18 @@ def load_canonical_weights(model: nn.Layer, arrays: dict[str, np.ndarray]) -> No
     missing = sorted(expected - set(arrays))
     unexpected = sorted(set(arrays) - expected)
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     for key, target, transform in CANONICAL:
         value = to_paddle(np.asarray(arrays[key]), transform)
         if tuple(value.shape) != tuple(state[target].shape):
-            raise ValueError(f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
-                             f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}")
+            raise ValueError(
+                f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
+                f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}"
+            )
         state[target].set_value(value)
 
 

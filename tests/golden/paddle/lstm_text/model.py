@@ -13,9 +13,9 @@ import numpy as np
 import paddle
 from paddle import nn
 
-PIPELINE = 'lstm_text_classifier'
+PIPELINE = "lstm_text_classifier"
 INPUT_SHAPE = (200,)
-INPUT_DTYPE = 'int64'
+INPUT_DTYPE = "int64"
 
 
 def last_state(sequence: paddle.Tensor, hidden_size: int) -> paddle.Tensor:
@@ -30,7 +30,7 @@ class FlowTrainModel(nn.Layer):
         # node embedding1 (Embedding) -> 200x128
         self.embedding1 = nn.Embedding(20000, 128)
         # node lstm1 (LSTM) -> 256
-        self.lstm1 = nn.LSTM(128, 128, direction='bidirect')
+        self.lstm1 = nn.LSTM(128, 128, direction="bidirect")
         # node dropout1 (Dropout) -> 256
         self.dropout1 = nn.Dropout(p=0.3)
         # node linear1 (Linear) -> 2
@@ -69,17 +69,17 @@ def build_model() -> FlowTrainModel:
 # Canonical weight name -> this model's state-dict key, and how the array is converted
 # (see to_paddle). Attention projections appear three times: q, k and v, in that order.
 CANONICAL = [
-    ('embedding1/weight', 'embedding1.weight', 'identity'),
-    ('lstm1/weight_ih_l0', 'lstm1.weight_ih_l0', 'identity'),
-    ('lstm1/weight_hh_l0', 'lstm1.weight_hh_l0', 'identity'),
-    ('lstm1/bias_ih_l0', 'lstm1.bias_ih_l0', 'identity'),
-    ('lstm1/bias_hh_l0', 'lstm1.bias_hh_l0', 'identity'),
-    ('lstm1/weight_ih_l0_reverse', 'lstm1.weight_ih_l0_reverse', 'identity'),
-    ('lstm1/weight_hh_l0_reverse', 'lstm1.weight_hh_l0_reverse', 'identity'),
-    ('lstm1/bias_ih_l0_reverse', 'lstm1.bias_ih_l0_reverse', 'identity'),
-    ('lstm1/bias_hh_l0_reverse', 'lstm1.bias_hh_l0_reverse', 'identity'),
-    ('linear1/weight', 'linear1.weight', 'transpose'),
-    ('linear1/bias', 'linear1.bias', 'identity'),
+    ("embedding1/weight", "embedding1.weight", "identity"),
+    ("lstm1/weight_ih_l0", "lstm1.weight_ih_l0", "identity"),
+    ("lstm1/weight_hh_l0", "lstm1.weight_hh_l0", "identity"),
+    ("lstm1/bias_ih_l0", "lstm1.bias_ih_l0", "identity"),
+    ("lstm1/bias_hh_l0", "lstm1.bias_hh_l0", "identity"),
+    ("lstm1/weight_ih_l0_reverse", "lstm1.weight_ih_l0_reverse", "identity"),
+    ("lstm1/weight_hh_l0_reverse", "lstm1.weight_hh_l0_reverse", "identity"),
+    ("lstm1/bias_ih_l0_reverse", "lstm1.bias_ih_l0_reverse", "identity"),
+    ("lstm1/bias_hh_l0_reverse", "lstm1.bias_hh_l0_reverse", "identity"),
+    ("linear1/weight", "linear1.weight", "transpose"),
+    ("linear1/bias", "linear1.bias", "identity"),
 ]
 
 
@@ -89,7 +89,7 @@ def to_paddle(value: np.ndarray, transform: str) -> np.ndarray:
     if part in ("q", "k", "v"):  # one third of torch's packed (3E, …) attention projection
         rows = len(value) // 3
         start = "qkv".index(part) * rows
-        value = value[start:start + rows]
+        value = value[start : start + rows]
     if transform.endswith("transpose"):  # torch Linear (out, in) -> paddle Linear (in, out)
         value = value.T
     return np.ascontiguousarray(value, dtype=np.float32)
@@ -111,14 +111,18 @@ def load_canonical_weights(model: nn.Layer, arrays: dict[str, np.ndarray]) -> No
     missing = sorted(expected - set(arrays))
     unexpected = sorted(set(arrays) - expected)
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     for key, target, transform in CANONICAL:
         value = to_paddle(np.asarray(arrays[key]), transform)
         if tuple(value.shape) != tuple(state[target].shape):
-            raise ValueError(f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
-                             f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}")
+            raise ValueError(
+                f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
+                f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}"
+            )
         state[target].set_value(value)
 
 

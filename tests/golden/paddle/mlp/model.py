@@ -14,9 +14,9 @@ import paddle
 from paddle import nn
 from paddle.nn import functional as F
 
-PIPELINE = 'mlp'
+PIPELINE = "mlp"
 INPUT_SHAPE = (1, 28, 28)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 
 
 class FlowTrainModel(nn.Layer):
@@ -64,12 +64,12 @@ def build_model() -> FlowTrainModel:
 # Canonical weight name -> this model's state-dict key, and how the array is converted
 # (see to_paddle). Attention projections appear three times: q, k and v, in that order.
 CANONICAL = [
-    ('linear1/weight', 'linear1.weight', 'transpose'),
-    ('linear1/bias', 'linear1.bias', 'identity'),
-    ('linear2/weight', 'linear2.weight', 'transpose'),
-    ('linear2/bias', 'linear2.bias', 'identity'),
-    ('linear3/weight', 'linear3.weight', 'transpose'),
-    ('linear3/bias', 'linear3.bias', 'identity'),
+    ("linear1/weight", "linear1.weight", "transpose"),
+    ("linear1/bias", "linear1.bias", "identity"),
+    ("linear2/weight", "linear2.weight", "transpose"),
+    ("linear2/bias", "linear2.bias", "identity"),
+    ("linear3/weight", "linear3.weight", "transpose"),
+    ("linear3/bias", "linear3.bias", "identity"),
 ]
 
 
@@ -79,7 +79,7 @@ def to_paddle(value: np.ndarray, transform: str) -> np.ndarray:
     if part in ("q", "k", "v"):  # one third of torch's packed (3E, …) attention projection
         rows = len(value) // 3
         start = "qkv".index(part) * rows
-        value = value[start:start + rows]
+        value = value[start : start + rows]
     if transform.endswith("transpose"):  # torch Linear (out, in) -> paddle Linear (in, out)
         value = value.T
     return np.ascontiguousarray(value, dtype=np.float32)
@@ -101,14 +101,18 @@ def load_canonical_weights(model: nn.Layer, arrays: dict[str, np.ndarray]) -> No
     missing = sorted(expected - set(arrays))
     unexpected = sorted(set(arrays) - expected)
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     for key, target, transform in CANONICAL:
         value = to_paddle(np.asarray(arrays[key]), transform)
         if tuple(value.shape) != tuple(state[target].shape):
-            raise ValueError(f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
-                             f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}")
+            raise ValueError(
+                f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
+                f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}"
+            )
         state[target].set_value(value)
 
 

@@ -14,9 +14,9 @@ import paddle
 from paddle import nn
 from paddle.nn import functional as F
 
-PIPELINE = 'resnet18_cifar'
+PIPELINE = "resnet18_cifar"
 INPUT_SHAPE = (3, 32, 32)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 
 
 def unbiased_batch_norm(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
@@ -27,8 +27,17 @@ def unbiased_batch_norm(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
     backward pass never sees them change) and the corrected values are written back.
     """
     mean, variance = layer._mean.clone(), layer._variance.clone()
-    y = F.batch_norm(x, mean, variance, layer.weight, layer.bias, training=True, momentum=layer._momentum,
-                     epsilon=layer._epsilon, data_format=layer._data_format)
+    y = F.batch_norm(
+        x,
+        mean,
+        variance,
+        layer.weight,
+        layer.bias,
+        training=True,
+        momentum=layer._momentum,
+        epsilon=layer._epsilon,
+        data_format=layer._data_format,
+    )
     n = x.numel() / x.shape[1]  # values per channel in this batch
     # the copy now holds m·v_old + (1 − m)·v_biased; torch keeps m·v_old + (1 − m)·v_biased·n/(n − 1)
     paddle.assign(mean, output=layer._mean)
@@ -46,7 +55,8 @@ class UnbiasedBatchNorm2D(nn.BatchNorm2D):
 
 
 class BasicBlock(nn.Layer):
-    'ResNet basic block (two 3×3 convolutions and the shortcut)'
+    "ResNet basic block (two 3×3 convolutions and the shortcut)"
+
     # Block basic_block, used by node(s) layer1_0, layer1_1, layer2_1, layer3_1, layer4_1.
 
     def __init__(self, channels: int = 64) -> None:
@@ -72,7 +82,8 @@ class BasicBlock(nn.Layer):
 
 
 class BasicBlockDown(nn.Layer):
-    'ResNet basic block (two 3×3 convolutions and the shortcut), with a strided projection shortcut'
+    "ResNet basic block (two 3×3 convolutions and the shortcut), with a strided projection shortcut"
+
     # Block basic_block_down, used by node(s) layer2_0, layer3_0, layer4_0.
 
     def __init__(self, in_channels: int, channels: int = 64, stride: int = 2) -> None:
@@ -229,108 +240,108 @@ def build_model() -> FlowTrainModel:
 # Canonical weight name -> this model's state-dict key, and how the array is converted
 # (see to_paddle). Attention projections appear three times: q, k and v, in that order.
 CANONICAL = [
-    ('conv2d1/weight', 'conv2d1.weight', 'identity'),
-    ('batchnorm2d1/weight', 'batchnorm2d1.weight', 'identity'),
-    ('batchnorm2d1/bias', 'batchnorm2d1.bias', 'identity'),
-    ('batchnorm2d1/running_mean', 'batchnorm2d1._mean', 'identity'),
-    ('batchnorm2d1/running_var', 'batchnorm2d1._variance', 'identity'),
-    ('layer1_0__conv1/weight', 'layer1_0.conv1.weight', 'identity'),
-    ('layer1_0__bn1/weight', 'layer1_0.bn1.weight', 'identity'),
-    ('layer1_0__bn1/bias', 'layer1_0.bn1.bias', 'identity'),
-    ('layer1_0__bn1/running_mean', 'layer1_0.bn1._mean', 'identity'),
-    ('layer1_0__bn1/running_var', 'layer1_0.bn1._variance', 'identity'),
-    ('layer1_0__conv2/weight', 'layer1_0.conv2.weight', 'identity'),
-    ('layer1_0__bn2/weight', 'layer1_0.bn2.weight', 'identity'),
-    ('layer1_0__bn2/bias', 'layer1_0.bn2.bias', 'identity'),
-    ('layer1_0__bn2/running_mean', 'layer1_0.bn2._mean', 'identity'),
-    ('layer1_0__bn2/running_var', 'layer1_0.bn2._variance', 'identity'),
-    ('layer1_1__conv1/weight', 'layer1_1.conv1.weight', 'identity'),
-    ('layer1_1__bn1/weight', 'layer1_1.bn1.weight', 'identity'),
-    ('layer1_1__bn1/bias', 'layer1_1.bn1.bias', 'identity'),
-    ('layer1_1__bn1/running_mean', 'layer1_1.bn1._mean', 'identity'),
-    ('layer1_1__bn1/running_var', 'layer1_1.bn1._variance', 'identity'),
-    ('layer1_1__conv2/weight', 'layer1_1.conv2.weight', 'identity'),
-    ('layer1_1__bn2/weight', 'layer1_1.bn2.weight', 'identity'),
-    ('layer1_1__bn2/bias', 'layer1_1.bn2.bias', 'identity'),
-    ('layer1_1__bn2/running_mean', 'layer1_1.bn2._mean', 'identity'),
-    ('layer1_1__bn2/running_var', 'layer1_1.bn2._variance', 'identity'),
-    ('layer2_0__conv1/weight', 'layer2_0.conv1.weight', 'identity'),
-    ('layer2_0__bn1/weight', 'layer2_0.bn1.weight', 'identity'),
-    ('layer2_0__bn1/bias', 'layer2_0.bn1.bias', 'identity'),
-    ('layer2_0__bn1/running_mean', 'layer2_0.bn1._mean', 'identity'),
-    ('layer2_0__bn1/running_var', 'layer2_0.bn1._variance', 'identity'),
-    ('layer2_0__conv2/weight', 'layer2_0.conv2.weight', 'identity'),
-    ('layer2_0__bn2/weight', 'layer2_0.bn2.weight', 'identity'),
-    ('layer2_0__bn2/bias', 'layer2_0.bn2.bias', 'identity'),
-    ('layer2_0__bn2/running_mean', 'layer2_0.bn2._mean', 'identity'),
-    ('layer2_0__bn2/running_var', 'layer2_0.bn2._variance', 'identity'),
-    ('layer2_0__conv_down/weight', 'layer2_0.conv_down.weight', 'identity'),
-    ('layer2_0__bn_down/weight', 'layer2_0.bn_down.weight', 'identity'),
-    ('layer2_0__bn_down/bias', 'layer2_0.bn_down.bias', 'identity'),
-    ('layer2_0__bn_down/running_mean', 'layer2_0.bn_down._mean', 'identity'),
-    ('layer2_0__bn_down/running_var', 'layer2_0.bn_down._variance', 'identity'),
-    ('layer2_1__conv1/weight', 'layer2_1.conv1.weight', 'identity'),
-    ('layer2_1__bn1/weight', 'layer2_1.bn1.weight', 'identity'),
-    ('layer2_1__bn1/bias', 'layer2_1.bn1.bias', 'identity'),
-    ('layer2_1__bn1/running_mean', 'layer2_1.bn1._mean', 'identity'),
-    ('layer2_1__bn1/running_var', 'layer2_1.bn1._variance', 'identity'),
-    ('layer2_1__conv2/weight', 'layer2_1.conv2.weight', 'identity'),
-    ('layer2_1__bn2/weight', 'layer2_1.bn2.weight', 'identity'),
-    ('layer2_1__bn2/bias', 'layer2_1.bn2.bias', 'identity'),
-    ('layer2_1__bn2/running_mean', 'layer2_1.bn2._mean', 'identity'),
-    ('layer2_1__bn2/running_var', 'layer2_1.bn2._variance', 'identity'),
-    ('layer3_0__conv1/weight', 'layer3_0.conv1.weight', 'identity'),
-    ('layer3_0__bn1/weight', 'layer3_0.bn1.weight', 'identity'),
-    ('layer3_0__bn1/bias', 'layer3_0.bn1.bias', 'identity'),
-    ('layer3_0__bn1/running_mean', 'layer3_0.bn1._mean', 'identity'),
-    ('layer3_0__bn1/running_var', 'layer3_0.bn1._variance', 'identity'),
-    ('layer3_0__conv2/weight', 'layer3_0.conv2.weight', 'identity'),
-    ('layer3_0__bn2/weight', 'layer3_0.bn2.weight', 'identity'),
-    ('layer3_0__bn2/bias', 'layer3_0.bn2.bias', 'identity'),
-    ('layer3_0__bn2/running_mean', 'layer3_0.bn2._mean', 'identity'),
-    ('layer3_0__bn2/running_var', 'layer3_0.bn2._variance', 'identity'),
-    ('layer3_0__conv_down/weight', 'layer3_0.conv_down.weight', 'identity'),
-    ('layer3_0__bn_down/weight', 'layer3_0.bn_down.weight', 'identity'),
-    ('layer3_0__bn_down/bias', 'layer3_0.bn_down.bias', 'identity'),
-    ('layer3_0__bn_down/running_mean', 'layer3_0.bn_down._mean', 'identity'),
-    ('layer3_0__bn_down/running_var', 'layer3_0.bn_down._variance', 'identity'),
-    ('layer3_1__conv1/weight', 'layer3_1.conv1.weight', 'identity'),
-    ('layer3_1__bn1/weight', 'layer3_1.bn1.weight', 'identity'),
-    ('layer3_1__bn1/bias', 'layer3_1.bn1.bias', 'identity'),
-    ('layer3_1__bn1/running_mean', 'layer3_1.bn1._mean', 'identity'),
-    ('layer3_1__bn1/running_var', 'layer3_1.bn1._variance', 'identity'),
-    ('layer3_1__conv2/weight', 'layer3_1.conv2.weight', 'identity'),
-    ('layer3_1__bn2/weight', 'layer3_1.bn2.weight', 'identity'),
-    ('layer3_1__bn2/bias', 'layer3_1.bn2.bias', 'identity'),
-    ('layer3_1__bn2/running_mean', 'layer3_1.bn2._mean', 'identity'),
-    ('layer3_1__bn2/running_var', 'layer3_1.bn2._variance', 'identity'),
-    ('layer4_0__conv1/weight', 'layer4_0.conv1.weight', 'identity'),
-    ('layer4_0__bn1/weight', 'layer4_0.bn1.weight', 'identity'),
-    ('layer4_0__bn1/bias', 'layer4_0.bn1.bias', 'identity'),
-    ('layer4_0__bn1/running_mean', 'layer4_0.bn1._mean', 'identity'),
-    ('layer4_0__bn1/running_var', 'layer4_0.bn1._variance', 'identity'),
-    ('layer4_0__conv2/weight', 'layer4_0.conv2.weight', 'identity'),
-    ('layer4_0__bn2/weight', 'layer4_0.bn2.weight', 'identity'),
-    ('layer4_0__bn2/bias', 'layer4_0.bn2.bias', 'identity'),
-    ('layer4_0__bn2/running_mean', 'layer4_0.bn2._mean', 'identity'),
-    ('layer4_0__bn2/running_var', 'layer4_0.bn2._variance', 'identity'),
-    ('layer4_0__conv_down/weight', 'layer4_0.conv_down.weight', 'identity'),
-    ('layer4_0__bn_down/weight', 'layer4_0.bn_down.weight', 'identity'),
-    ('layer4_0__bn_down/bias', 'layer4_0.bn_down.bias', 'identity'),
-    ('layer4_0__bn_down/running_mean', 'layer4_0.bn_down._mean', 'identity'),
-    ('layer4_0__bn_down/running_var', 'layer4_0.bn_down._variance', 'identity'),
-    ('layer4_1__conv1/weight', 'layer4_1.conv1.weight', 'identity'),
-    ('layer4_1__bn1/weight', 'layer4_1.bn1.weight', 'identity'),
-    ('layer4_1__bn1/bias', 'layer4_1.bn1.bias', 'identity'),
-    ('layer4_1__bn1/running_mean', 'layer4_1.bn1._mean', 'identity'),
-    ('layer4_1__bn1/running_var', 'layer4_1.bn1._variance', 'identity'),
-    ('layer4_1__conv2/weight', 'layer4_1.conv2.weight', 'identity'),
-    ('layer4_1__bn2/weight', 'layer4_1.bn2.weight', 'identity'),
-    ('layer4_1__bn2/bias', 'layer4_1.bn2.bias', 'identity'),
-    ('layer4_1__bn2/running_mean', 'layer4_1.bn2._mean', 'identity'),
-    ('layer4_1__bn2/running_var', 'layer4_1.bn2._variance', 'identity'),
-    ('linear1/weight', 'linear1.weight', 'transpose'),
-    ('linear1/bias', 'linear1.bias', 'identity'),
+    ("conv2d1/weight", "conv2d1.weight", "identity"),
+    ("batchnorm2d1/weight", "batchnorm2d1.weight", "identity"),
+    ("batchnorm2d1/bias", "batchnorm2d1.bias", "identity"),
+    ("batchnorm2d1/running_mean", "batchnorm2d1._mean", "identity"),
+    ("batchnorm2d1/running_var", "batchnorm2d1._variance", "identity"),
+    ("layer1_0__conv1/weight", "layer1_0.conv1.weight", "identity"),
+    ("layer1_0__bn1/weight", "layer1_0.bn1.weight", "identity"),
+    ("layer1_0__bn1/bias", "layer1_0.bn1.bias", "identity"),
+    ("layer1_0__bn1/running_mean", "layer1_0.bn1._mean", "identity"),
+    ("layer1_0__bn1/running_var", "layer1_0.bn1._variance", "identity"),
+    ("layer1_0__conv2/weight", "layer1_0.conv2.weight", "identity"),
+    ("layer1_0__bn2/weight", "layer1_0.bn2.weight", "identity"),
+    ("layer1_0__bn2/bias", "layer1_0.bn2.bias", "identity"),
+    ("layer1_0__bn2/running_mean", "layer1_0.bn2._mean", "identity"),
+    ("layer1_0__bn2/running_var", "layer1_0.bn2._variance", "identity"),
+    ("layer1_1__conv1/weight", "layer1_1.conv1.weight", "identity"),
+    ("layer1_1__bn1/weight", "layer1_1.bn1.weight", "identity"),
+    ("layer1_1__bn1/bias", "layer1_1.bn1.bias", "identity"),
+    ("layer1_1__bn1/running_mean", "layer1_1.bn1._mean", "identity"),
+    ("layer1_1__bn1/running_var", "layer1_1.bn1._variance", "identity"),
+    ("layer1_1__conv2/weight", "layer1_1.conv2.weight", "identity"),
+    ("layer1_1__bn2/weight", "layer1_1.bn2.weight", "identity"),
+    ("layer1_1__bn2/bias", "layer1_1.bn2.bias", "identity"),
+    ("layer1_1__bn2/running_mean", "layer1_1.bn2._mean", "identity"),
+    ("layer1_1__bn2/running_var", "layer1_1.bn2._variance", "identity"),
+    ("layer2_0__conv1/weight", "layer2_0.conv1.weight", "identity"),
+    ("layer2_0__bn1/weight", "layer2_0.bn1.weight", "identity"),
+    ("layer2_0__bn1/bias", "layer2_0.bn1.bias", "identity"),
+    ("layer2_0__bn1/running_mean", "layer2_0.bn1._mean", "identity"),
+    ("layer2_0__bn1/running_var", "layer2_0.bn1._variance", "identity"),
+    ("layer2_0__conv2/weight", "layer2_0.conv2.weight", "identity"),
+    ("layer2_0__bn2/weight", "layer2_0.bn2.weight", "identity"),
+    ("layer2_0__bn2/bias", "layer2_0.bn2.bias", "identity"),
+    ("layer2_0__bn2/running_mean", "layer2_0.bn2._mean", "identity"),
+    ("layer2_0__bn2/running_var", "layer2_0.bn2._variance", "identity"),
+    ("layer2_0__conv_down/weight", "layer2_0.conv_down.weight", "identity"),
+    ("layer2_0__bn_down/weight", "layer2_0.bn_down.weight", "identity"),
+    ("layer2_0__bn_down/bias", "layer2_0.bn_down.bias", "identity"),
+    ("layer2_0__bn_down/running_mean", "layer2_0.bn_down._mean", "identity"),
+    ("layer2_0__bn_down/running_var", "layer2_0.bn_down._variance", "identity"),
+    ("layer2_1__conv1/weight", "layer2_1.conv1.weight", "identity"),
+    ("layer2_1__bn1/weight", "layer2_1.bn1.weight", "identity"),
+    ("layer2_1__bn1/bias", "layer2_1.bn1.bias", "identity"),
+    ("layer2_1__bn1/running_mean", "layer2_1.bn1._mean", "identity"),
+    ("layer2_1__bn1/running_var", "layer2_1.bn1._variance", "identity"),
+    ("layer2_1__conv2/weight", "layer2_1.conv2.weight", "identity"),
+    ("layer2_1__bn2/weight", "layer2_1.bn2.weight", "identity"),
+    ("layer2_1__bn2/bias", "layer2_1.bn2.bias", "identity"),
+    ("layer2_1__bn2/running_mean", "layer2_1.bn2._mean", "identity"),
+    ("layer2_1__bn2/running_var", "layer2_1.bn2._variance", "identity"),
+    ("layer3_0__conv1/weight", "layer3_0.conv1.weight", "identity"),
+    ("layer3_0__bn1/weight", "layer3_0.bn1.weight", "identity"),
+    ("layer3_0__bn1/bias", "layer3_0.bn1.bias", "identity"),
+    ("layer3_0__bn1/running_mean", "layer3_0.bn1._mean", "identity"),
+    ("layer3_0__bn1/running_var", "layer3_0.bn1._variance", "identity"),
+    ("layer3_0__conv2/weight", "layer3_0.conv2.weight", "identity"),
+    ("layer3_0__bn2/weight", "layer3_0.bn2.weight", "identity"),
+    ("layer3_0__bn2/bias", "layer3_0.bn2.bias", "identity"),
+    ("layer3_0__bn2/running_mean", "layer3_0.bn2._mean", "identity"),
+    ("layer3_0__bn2/running_var", "layer3_0.bn2._variance", "identity"),
+    ("layer3_0__conv_down/weight", "layer3_0.conv_down.weight", "identity"),
+    ("layer3_0__bn_down/weight", "layer3_0.bn_down.weight", "identity"),
+    ("layer3_0__bn_down/bias", "layer3_0.bn_down.bias", "identity"),
+    ("layer3_0__bn_down/running_mean", "layer3_0.bn_down._mean", "identity"),
+    ("layer3_0__bn_down/running_var", "layer3_0.bn_down._variance", "identity"),
+    ("layer3_1__conv1/weight", "layer3_1.conv1.weight", "identity"),
+    ("layer3_1__bn1/weight", "layer3_1.bn1.weight", "identity"),
+    ("layer3_1__bn1/bias", "layer3_1.bn1.bias", "identity"),
+    ("layer3_1__bn1/running_mean", "layer3_1.bn1._mean", "identity"),
+    ("layer3_1__bn1/running_var", "layer3_1.bn1._variance", "identity"),
+    ("layer3_1__conv2/weight", "layer3_1.conv2.weight", "identity"),
+    ("layer3_1__bn2/weight", "layer3_1.bn2.weight", "identity"),
+    ("layer3_1__bn2/bias", "layer3_1.bn2.bias", "identity"),
+    ("layer3_1__bn2/running_mean", "layer3_1.bn2._mean", "identity"),
+    ("layer3_1__bn2/running_var", "layer3_1.bn2._variance", "identity"),
+    ("layer4_0__conv1/weight", "layer4_0.conv1.weight", "identity"),
+    ("layer4_0__bn1/weight", "layer4_0.bn1.weight", "identity"),
+    ("layer4_0__bn1/bias", "layer4_0.bn1.bias", "identity"),
+    ("layer4_0__bn1/running_mean", "layer4_0.bn1._mean", "identity"),
+    ("layer4_0__bn1/running_var", "layer4_0.bn1._variance", "identity"),
+    ("layer4_0__conv2/weight", "layer4_0.conv2.weight", "identity"),
+    ("layer4_0__bn2/weight", "layer4_0.bn2.weight", "identity"),
+    ("layer4_0__bn2/bias", "layer4_0.bn2.bias", "identity"),
+    ("layer4_0__bn2/running_mean", "layer4_0.bn2._mean", "identity"),
+    ("layer4_0__bn2/running_var", "layer4_0.bn2._variance", "identity"),
+    ("layer4_0__conv_down/weight", "layer4_0.conv_down.weight", "identity"),
+    ("layer4_0__bn_down/weight", "layer4_0.bn_down.weight", "identity"),
+    ("layer4_0__bn_down/bias", "layer4_0.bn_down.bias", "identity"),
+    ("layer4_0__bn_down/running_mean", "layer4_0.bn_down._mean", "identity"),
+    ("layer4_0__bn_down/running_var", "layer4_0.bn_down._variance", "identity"),
+    ("layer4_1__conv1/weight", "layer4_1.conv1.weight", "identity"),
+    ("layer4_1__bn1/weight", "layer4_1.bn1.weight", "identity"),
+    ("layer4_1__bn1/bias", "layer4_1.bn1.bias", "identity"),
+    ("layer4_1__bn1/running_mean", "layer4_1.bn1._mean", "identity"),
+    ("layer4_1__bn1/running_var", "layer4_1.bn1._variance", "identity"),
+    ("layer4_1__conv2/weight", "layer4_1.conv2.weight", "identity"),
+    ("layer4_1__bn2/weight", "layer4_1.bn2.weight", "identity"),
+    ("layer4_1__bn2/bias", "layer4_1.bn2.bias", "identity"),
+    ("layer4_1__bn2/running_mean", "layer4_1.bn2._mean", "identity"),
+    ("layer4_1__bn2/running_var", "layer4_1.bn2._variance", "identity"),
+    ("linear1/weight", "linear1.weight", "transpose"),
+    ("linear1/bias", "linear1.bias", "identity"),
 ]
 
 
@@ -340,7 +351,7 @@ def to_paddle(value: np.ndarray, transform: str) -> np.ndarray:
     if part in ("q", "k", "v"):  # one third of torch's packed (3E, …) attention projection
         rows = len(value) // 3
         start = "qkv".index(part) * rows
-        value = value[start:start + rows]
+        value = value[start : start + rows]
     if transform.endswith("transpose"):  # torch Linear (out, in) -> paddle Linear (in, out)
         value = value.T
     return np.ascontiguousarray(value, dtype=np.float32)
@@ -362,14 +373,18 @@ def load_canonical_weights(model: nn.Layer, arrays: dict[str, np.ndarray]) -> No
     missing = sorted(expected - set(arrays))
     unexpected = sorted(set(arrays) - expected)
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(expected)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     for key, target, transform in CANONICAL:
         value = to_paddle(np.asarray(arrays[key]), transform)
         if tuple(value.shape) != tuple(state[target].shape):
-            raise ValueError(f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
-                             f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}")
+            raise ValueError(
+                f"canonical weight {key} has shape {tuple(np.shape(arrays[key]))}, which gives "
+                f"{tuple(value.shape)} for {target}; expected {tuple(state[target].shape)}"
+            )
         state[target].set_value(value)
 
 

@@ -13,24 +13,27 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
+import socket
+import struct
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from data import BATCH_SIZE, SEED, SHUFFLE, data_error
 
-PIPELINE = 'mlp'
-SPEC_HASH = 'd5a6877ab0f3deb6df2569d9d13a7e4caebb3a07e28e018c8c21901c4a95f134'
+PIPELINE = "mlp"
+SPEC_HASH = "d5a6877ab0f3deb6df2569d9d13a7e4caebb3a07e28e018c8c21901c4a95f134"
 SAMPLES_PER_EPOCH = None  # None: one pass over the training split
 LOG_EVERY = 50  # optimizer steps between "train" records
 CHECKPOINT_EVERY = 200  # optimizer steps between checkpoints (None: off)
 CHECKPOINT_EACH_EPOCH = True
 CHECKPOINTS_KEPT = 2
-EARLY_STOPPING = {"monitor": 'val_accuracy', "patience": 3, "min_delta": 0.001}
+EARLY_STOPPING = {"monitor": "val_accuracy", "patience": 3, "min_delta": 0.001}
 EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 3
 CALIBRATION_WARMUP = 3  # --calibrate: optimizer steps run before the clock starts (compilation, caches)
@@ -84,11 +87,16 @@ class Report:
     def __init__(self, out: Path, rank: int) -> None:
         self.rank = rank
         self.file = None
+        self.events = None  # tb/: TensorBoard's event files, beside metrics.jsonl (a few lines below)
         LastError.path = rank_file(out, rank, ".error")
         LastError.path.unlink(missing_ok=True)  # an earlier attempt's error (a resumed run) is no longer news
         if rank == 0:
             out.mkdir(parents=True, exist_ok=True)
             self.file = (out / "metrics.jsonl").open("a", encoding="utf-8")
+            try:
+                self.events = EventFile(out / "tb")
+            except OSError as exc:
+                self._no_events(exc)
 
     def say(self, message: str) -> None:
         if self.rank == 0:
@@ -97,11 +105,31 @@ class Report:
     def write(self, event: str, step: int, epoch: int, **fields: object) -> None:
         if self.file is None:
             return
-        record = {"event": event, "step": step, "epoch": epoch, **fields,
-                  "elapsed": round(time.perf_counter() - STARTED, 3), "time": time.time()}
+        record = {
+            "event": event,
+            "step": step,
+            "epoch": epoch,
+            **fields,
+            "elapsed": round(time.perf_counter() - STARTED, 3),
+            "time": time.time(),
+        }
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
         self.file.write(json.dumps(clean) + "\n")
         self.file.flush()
+        if self.events is not None:
+            try:
+                self.events.add(clean)
+            except OSError as exc:
+                self._no_events(exc)
+
+    def _no_events(self, exc: OSError) -> None:
+        """TensorBoard's copy of the records: a folder that cannot be written costs a warning, not the run."""
+        self.events = None
+        print(
+            f"warning: TensorBoard event files are not written to {exc.filename or 'tb/'}: {exc.strerror or exc} "
+            "(metrics.jsonl has every record)",
+            flush=True,
+        )
 
 
 def rank_file(out: Path, rank: int, suffix: str) -> Path:
@@ -162,6 +190,14 @@ class StopFlag:
     @classmethod
     def request(cls, signum: int, frame: object) -> None:
         cls.signum = signum
+
+    @classmethod
+    def agreed(cls, world: int, asked: bool) -> int | None:
+        """The signal to stop for, once every process knows: with several, `asked` says that some process
+        was sent one (a flag summed with the training totals), and those sent none stop as for SIGTERM."""
+        if world == 1:
+            return cls.signum
+        return (cls.signum or signal.SIGTERM) if asked else None
 
 
 class EarlyStopping:
@@ -228,13 +264,13 @@ def epoch_order(epoch: int, n: int, processes: Processes) -> np.ndarray:
         order = np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
     else:
         order = np.arange(total) % n
-    return order[processes.rank::processes.world][:total // processes.world]
+    return order[processes.rank :: processes.world][: total // processes.world]
 
 
 def epoch_batches(epoch: int, n: int, processes: Processes) -> list[np.ndarray]:
     """This process's batches of sample indices for one epoch: `epoch_order` cut into BATCH_SIZE."""
     mine = epoch_order(epoch, n, processes)
-    batches = [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
+    batches = [mine[i : i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
     if len(batches) > 1 and len(batches[-1]) == 1:
         batches.pop()  # a one-sample batch has no batch statistics (BatchNorm)
     return batches
@@ -243,7 +279,7 @@ def epoch_batches(epoch: int, n: int, processes: Processes) -> list[np.ndarray]:
 def eval_batches(n: int, processes: Processes) -> list[np.ndarray]:
     """Every sample once, spread over the processes (their sums are added up afterwards)."""
     mine = np.arange(processes.rank, n, processes.world)
-    return [mine[i:i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
+    return [mine[i : i + BATCH_SIZE] for i in range(0, len(mine), BATCH_SIZE)]
 
 
 # --------------------------------------------------------------------------- files
@@ -273,8 +309,9 @@ def checkpoint_paths(folder: Path, files: tuple[str, ...]) -> list[Path]:
     return [path for _, path in sorted(found, reverse=True)]
 
 
-def newest_checkpoint(folder: Path, files: tuple[str, ...], read,
-                      unreadable: tuple[type[BaseException], ...]) -> tuple[dict | None, Path | None]:
+def newest_checkpoint(
+    folder: Path, files: tuple[str, ...], read, unreadable: tuple[type[BaseException], ...]
+) -> tuple[dict | None, Path | None]:
     """The state of the newest checkpoint that `read` loads; one that `read` fails on with an `unreadable`
     error (truncated, damaged) or one written for another spec is skipped with a warning."""
     for path in checkpoint_paths(folder, files):
@@ -297,6 +334,71 @@ def prune_checkpoints(folder: Path, files: tuple[str, ...], keep: int) -> None:
             old.with_suffix(suffix).unlink(missing_ok=True)
 
 
+def best_effort(what: str, write) -> bool:
+    """`write()` an extra of the saved model (an ONNX export, an inference program): False and a warning on
+    stderr when it fails, never a lost run (the framework's own model file is what counts)."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001  (an extra: whatever goes wrong in an exporter must not end the run)
+        print(f"warning: {what} failed, the model is saved: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def save_extra(path: Path, write) -> str | None:
+    """An extra file of the saved model (model/model.onnx), written by `write(temporary path)` and renamed
+    (best_effort); its path relative to the output folder, or None."""
+    tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")
+    if not best_effort(f"writing {path.name}", lambda: write(tmp)):
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, path)
+    return f"{path.parent.name}/{path.name}"
+
+
+ARRAY = "__array__"  # {ARRAY: name}: in a checkpoint's JSON state, a tensor stored as the array `name`
+
+
+def to_plain(value: object, arrays: dict[str, np.ndarray], is_tensor, as_array) -> object:
+    """A state (dicts, lists, numbers, strings, tensors) as JSON values: each tensor (`is_tensor`) becomes
+    {ARRAY: name} and its data arrays[name] = as_array(tensor)."""
+    if is_tensor(value):
+        name = f"tensor/{len(arrays)}"
+        arrays[name] = as_array(value)
+        return {ARRAY: name}
+    if isinstance(value, dict):
+        return {str(key): to_plain(item, arrays, is_tensor, as_array) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item, arrays, is_tensor, as_array) for item in value]
+    return value  # numbers, strings, None: json.dumps refuses anything else
+
+
+def from_plain(value: object, arrays: dict[str, np.ndarray], tensor) -> object:
+    """The inverse of to_plain: {ARRAY: name} becomes tensor(arrays[name])."""
+    if isinstance(value, dict):
+        if set(value) == {ARRAY}:
+            return tensor(arrays[value[ARRAY]])
+        return {key: from_plain(item, arrays, tensor) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_plain(item, arrays, tensor) for item in value]
+    return value
+
+
+def save_arrays(stem: Path, arrays: dict[str, np.ndarray], state: dict) -> Path:
+    """<stem>.npz: the arrays, and `state` as JSON in the array "state". No pickle: reading it back never runs code."""
+    path = stem.with_suffix(".npz")
+    arrays = {**arrays, "state": np.array(json.dumps(state))}
+    write_atomically(path, lambda f: np.savez(f, **arrays))
+    return path
+
+
+def load_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and the JSON state of a file save_arrays wrote."""
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    return arrays, json.loads(str(arrays.pop("state")))
+
+
 def record_share(out: Path, rank: int, epoch: int, share: np.ndarray) -> None:
     """This rank's training samples (indices into the train split) of `epoch`: shares/rank-R.npy holds
     the latest epoch's, shares/rank-R.jsonl a line per epoch with their count and SHA-256. The ranks'
@@ -317,16 +419,30 @@ def parse_args(framework: str, epochs: int, argv: list[str] | None = None) -> ar
     about = f"Train the pipeline {PIPELINE!r} with {framework}."
     # argparse %-formats the description (for %(prog)s): every % of the pipeline's name is doubled
     parser = argparse.ArgumentParser(description=about.replace("%", "%%"))
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
-                        help="folder for metrics.jsonl, checkpoints/, model/, result.json (default: this folder)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent,
+        help="folder for metrics.jsonl, checkpoints/, model/, result.json (default: this folder)",
+    )
     parser.add_argument("--epochs", type=int, default=epochs, help=f"epochs to train (default {epochs})")
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help="stop after this many optimizer steps, counted across resumes")
-    parser.add_argument("--resume", choices=("auto", "never"), default="auto",
-                        help="auto: continue from the newest valid checkpoint in OUT/checkpoints")
-    parser.add_argument("--calibrate", type=int, default=None, metavar="N",
-                        help=f"only time N optimizer steps after {CALIBRATION_WARMUP} warm-up steps and write "
-                             "calibration.json (no checkpoints, evaluation or model)")
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="stop after this many optimizer steps, counted across resumes"
+    )
+    parser.add_argument(
+        "--resume",
+        choices=("auto", "never"),
+        default="auto",
+        help="auto: continue from the newest valid checkpoint in OUT/checkpoints",
+    )
+    parser.add_argument(
+        "--calibrate",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"only time N optimizer steps after {CALIBRATION_WARMUP} warm-up steps and write "
+        "calibration.json (no checkpoints, evaluation or model)",
+    )
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error(f"--epochs must be at least 1, got {args.epochs}")
@@ -354,197 +470,93 @@ def run_program(main) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03"."""
+    match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist)
+    prefix, ranges = match.group(1), match.group(2)
+    return prefix + re.split(r"[,-]", ranges)[0] if ranges else prefix
+
+
 def choose(setting: str, auto: bool) -> bool:
     """A speed switch: "on", "off", or "auto" (on where `auto` says it helps)."""
     return setting == "on" or (setting == "auto" and auto)
-# --------------------------------------------------------------------------- the training loop
 
 
-class Run:
-    """The epochs of one run, driving train.py's Trainer: the "start", "train", "epoch", "checkpoint",
-    "test" and "end" records, checkpoints, the stop signal, early stopping and the final evaluation.
+# ---------------------------------------------------------------------------------------------------
+# TensorBoard event files (tb/ in the run folder), the same for every framework and written without
+# TensorBoard, torch or TensorFlow: TFRecord framing (length, masked CRC-32C) of Event protocol
+# buffers holding scalar summaries, encoded here by hand (docs/tensorboard.md).
 
-    The Trainer is the framework's part: `framework` (its name), `checkpoint_files` and `unreadable`
-    (a checkpoint's file suffixes and the errors of a damaged one), `sources` (the splits), `processes`,
-    start(state), start_epoch(epoch, first_batch) -> this process's sample indices of the epoch,
-    train(steps) -> the optimizer steps it took (at least one, at most `steps`), totals() -> Totals,
-    stop_signal(), learning_rate(), evaluate(split) -> metrics, reduce_on_plateau(loss), read_checkpoint(path),
-    save_checkpoint(stem, state), save_model(folder), weights() (the trainable weights as numpy arrays)
-    and settings().
-    """
+TB_SKIP = frozenset({"step", "epoch", "elapsed", "time", "world_size", "steps", "epochs", "rank"})
 
-    def __init__(self, trainer, report: Report, out: Path, plan: Plan) -> None:
-        self.trainer, self.report, self.out, self.plan = trainer, report, out, plan
-        self.progress = Progress()
-        self.early_stopping = EarlyStopping(**EARLY_STOPPING)
-        self.val_metrics: dict[str, float] = {}
-        self.val_step = -1  # the step val_metrics were measured at
-        self.logged = (Totals(), 0.0)  # the training totals and the time of the latest "train" record
 
-    def start(self, resume: bool) -> None:
-        """Continue from the newest checkpoint that loads (when `resume`), and write the "start" record."""
-        trainer = self.trainer
-        state, path = newest_checkpoint(self.out / "checkpoints", trainer.checkpoint_files, trainer.read_checkpoint,
-                                        trainer.unreadable) if resume else (None, None)
-        if state is not None:
-            self.progress = Progress(**state["progress"])
-            self.early_stopping.restore(state["early_stopping"])
-            self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
-        trainer.start(state)
-        plan, world, settings = self.plan, trainer.processes.world, trainer.settings()
-        self.report.write("start", self.progress.step, self.progress.epoch, framework=trainer.framework,
-                          world_size=world, resumed_from_step=self.progress.step, epochs=plan.epochs,
-                          steps_per_epoch=plan.steps_per_epoch, batch_size=BATCH_SIZE,
-                          train_samples=len(trainer.sources["train"]), **settings)
-        switches = "".join(f", {name}" for name, on in settings.items() if on is True)
-        self.report.say(f"training on {settings['device']} x{world}: {plan.epochs} epochs of {plan.steps_per_epoch} "
-                        f"steps, batch {BATCH_SIZE}, {settings['precision']}{switches}")
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
 
-    def train(self) -> int | None:
-        """Train to the end of the last epoch or --max-steps (or until early stopping); an exit code when the run ends sooner."""
-        progress, plan, trainer = self.progress, self.plan, self.trainer
-        self.logged = (trainer.totals(), time.perf_counter())
-        while progress.epoch < plan.epochs and progress.step < plan.last_step and not self.early_stopping.stopped:
-            epoch, started, epoch_totals = progress.epoch, time.perf_counter(), trainer.totals()
-            record_share(self.out, trainer.processes.rank, epoch, trainer.start_epoch(epoch, progress.batch))
-            while progress.batch < plan.steps_per_epoch:
-                steps = trainer.train(self.steps_to_next_event())
-                progress.step += steps
-                progress.batch += steps
-                if progress.step % LOG_EVERY == 0 and not self.log_training():
-                    return 1
-                signum = trainer.stop_signal()
-                if signum is not None:
-                    return self.stop(signum)
-                if progress.batch < plan.steps_per_epoch:
-                    if CHECKPOINT_EVERY and progress.step % CHECKPOINT_EVERY == 0:
-                        self.checkpoint()
-                    if progress.step >= plan.last_step:
-                        return None  # --max-steps within an epoch: no end-of-epoch records
-            self.end_epoch(epoch, started, epoch_totals)
-        return None
 
-    def steps_to_next_event(self) -> int:
-        """Optimizer steps up to the next "train" record, checkpoint, epoch end or --max-steps."""
-        step = self.progress.step
-        limits = [self.plan.steps_per_epoch - self.progress.batch, LOG_EVERY - step % LOG_EVERY,
-                  self.plan.last_step - step]
-        if CHECKPOINT_EVERY:
-            limits.append(CHECKPOINT_EVERY - step % CHECKPOINT_EVERY)
-        return max(1, min(limits))
+_CRC32C = _crc32c_table()
 
-    def log_training(self) -> bool:
-        """The "train" record of the steps since the previous one; False (and an "end" record) when the loss is not finite."""
-        totals, now = self.trainer.totals(), time.perf_counter()
-        interval = totals - self.logged[0]
-        seconds = max(now - self.logged[1], 1e-9)
-        self.logged = (totals, now)
-        values = interval.metrics()
-        step, epoch = self.progress.step, self.progress.epoch
-        if not math.isfinite(values["loss"]):
-            print(f"error: the training loss is {values['loss']} at step {step}; lower the learning rate "
-                  "or add gradient clipping", file=sys.stderr)
-            self.report.write("end", step, epoch, status="failed", reason="non-finite loss")
-            return False
-        rate = interval.samples / seconds
-        lr = self.trainer.learning_rate()
-        self.report.write("train", step, epoch, split="train", **values, lr=lr, samples_per_s=round(rate, 1))
-        shown = " ".join(f"{k} {v:.4f}" for k, v in values.items())
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} step {step} {shown} lr {lr:.3g} {rate:.0f} samples/s")
-        return True
 
-    def end_epoch(self, epoch: int, started: float, epoch_totals: Totals) -> None:
-        """The epoch's records, the plateau schedule, early stopping and its checkpoint."""
-        elapsed = time.perf_counter() - started
-        totals = self.trainer.totals() - epoch_totals
-        step, lr = self.progress.step, self.trainer.learning_rate()
-        train_metrics = totals.metrics()
-        self.report.write("epoch", step, epoch, split="train", **train_metrics, lr=lr,
-                          samples_per_s=round(totals.samples / max(elapsed, 1e-9), 1), epoch_time=round(elapsed, 3))
-        monitored = train_metrics  # without a validation split
-        if "val" in self.trainer.sources:
-            self.val_metrics, self.val_step = self.trainer.evaluate("val"), step
-            self.report.write("epoch", step, epoch, split="val", **self.val_metrics, lr=lr)
-            monitored = self.val_metrics
-        self.report.say(f"epoch {epoch + 1}/{self.plan.epochs} done in {elapsed:.1f}s: "
-                        + " ".join(f"train_{k} {v:.4f}" for k, v in train_metrics.items())
-                        + "".join(f" val_{k} {v:.4f}" for k, v in self.val_metrics.items()))
-        self.trainer.reduce_on_plateau(monitored["loss"])
-        self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if self.early_stopping.update(monitored):
-            self.report.say(f"early stopping: no improvement of {EARLY_STOPPING['monitor']} "
-                            f"for {self.early_stopping.bad_epochs} epochs")
-        if CHECKPOINT_EACH_EPOCH or self.early_stopping.stopped:
-            self.checkpoint()
+def _masked_crc(data: bytes) -> bytes:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
 
-    def checkpoint(self) -> None:
-        """Every process calls this; rank 0 writes checkpoints/ckpt-<step>.* and keeps the newest CHECKPOINTS_KEPT."""
-        folder = self.out / "checkpoints"
-        state = {"spec_hash": SPEC_HASH, "progress": asdict(self.progress), "early_stopping": self.early_stopping.state()}
-        path = self.trainer.save_checkpoint(folder / f"ckpt-{self.progress.step}", state)
-        if path is not None:
-            prune_checkpoints(folder, self.trainer.checkpoint_files, CHECKPOINTS_KEPT)
-            self.report.write("checkpoint", self.progress.step, self.progress.epoch, path=str(path.relative_to(self.out)))
 
-    def stop(self, signum: int) -> int:
-        """Checkpoint and end the run for a stop signal: exit 3, and a rerun resumes."""
-        self.checkpoint()
-        name = signal.Signals(signum).name
-        self.report.say(f"stopped by {name} at step {self.progress.step}: checkpoint written, exit {EXIT_STOPPED}")
-        self.report.write("end", self.progress.step, self.progress.epoch, status="stopped", signal=name)
-        return EXIT_STOPPED
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
 
-    def calibrate(self, steps: int) -> int:
-        """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        rank 0 writes calibration.json. Nothing else: no checkpoints, evaluation, model or result.json."""
-        trainer, plan = self.trainer, self.plan
-        trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
-        trainer.start_epoch(epoch, batch)
-        while step < CALIBRATION_WARMUP + steps:
-            if step in (0, CALIBRATION_WARMUP) and step not in marks:
-                marks[step] = (trainer.totals().samples, time.perf_counter())  # totals() waits for the device
-            if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
-                trainer.start_epoch(epoch, batch)
-            goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
-            taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
-            step, batch = step + taken, batch + taken
-        samples, now = trainer.totals().samples, time.perf_counter()
-        counted, started = marks[CALIBRATION_WARMUP]
-        seconds = max(now - started, 1e-9)
-        result = {"framework": trainer.framework, "steps": steps, "warmup_steps": CALIBRATION_WARMUP,
-                  "seconds": round(seconds, 6), "step_s": seconds / steps,
-                  "samples_per_s": (samples - counted) / seconds, "batch_size": BATCH_SIZE,
-                  "world_size": trainer.processes.world, "steps_per_epoch": plan.steps_per_epoch,
-                  "train_samples": len(trainer.sources["train"]), "startup_s": round(marks[0][1] - STARTED, 3),
-                  "warmup_s": round(started - marks[0][1], 3), **trainer.settings()}
-        if trainer.processes.rank == 0:
-            write_atomically(self.out / "calibration.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.say(f"calibration: {steps} steps in {seconds:.3f}s, {result['samples_per_s']:.0f} samples/s "
-                            f"after {CALIBRATION_WARMUP} warm-up steps ({result['warmup_s']:.1f}s)")
-        return 0
 
-    def finish(self) -> int:
-        """The final evaluation, the saved model, result.json and the "end" record."""
-        step, epoch, sources = self.progress.step, self.progress.epoch, self.trainer.sources
-        result: dict[str, object] = {"status": "completed", "framework": self.trainer.framework, "steps": step,
-                                     "epochs": epoch, "world_size": self.trainer.processes.world}
-        # every rank, before the evaluation's collectives: a rank that cannot record its weights fails the run
-        result["weights_sha256"] = record_weights(self.out, self.trainer.processes.rank, step, self.trainer.weights())
-        if "val" in sources:
-            if self.val_step != step:
-                self.val_metrics = self.trainer.evaluate("val")
-            result.update({f"val_{k}": v for k, v in self.val_metrics.items()})
-        if "test" in sources:
-            test_metrics = self.trainer.evaluate("test")
-            self.report.write("test", step, epoch, split="test", **test_metrics)
-            result.update({f"test_{k}": v for k, v in test_metrics.items()})
-            self.report.say("test: " + " ".join(f"{k} {v:.4f}" for k, v in test_metrics.items()))
-        if self.trainer.processes.rank == 0:
-            result["files"] = self.trainer.save_model(self.out / "model")
-            result["elapsed"] = round(time.perf_counter() - STARTED, 3)
-            write_atomically(self.out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-            self.report.write("end", step, epoch, **{k: v for k, v in result.items() if k != "files"})
-            self.report.say(f"done: {step} steps; results in {self.out / 'result.json'}")
-        return 0
+def _message(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+class EventFile:
+    """One ``events.out.tfevents.*`` file in ``folder``: :meth:`add` turns a metrics record into
+    scalars (``train/loss``, ``train/lr``, ``train/samples_per_s``, ``val/accuracy``, ...) at its step."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}.flowtrain"
+        self.file = (folder / name).open("ab")
+        self.seen: set[tuple[str, int]] = set()  # the end record repeats the last epoch's val_* values
+        self._event(time.time(), 0, _message(3, b"brain.Event:2"))
+
+    def add(self, record: dict) -> None:
+        event, step, split = record["event"], int(record["step"]), record.get("split")
+        values = []
+        for name, value in record.items():
+            if name in TB_SKIP or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if event in ("train", "test"):
+                tag = f"{event}/{name}"
+            elif event == "epoch" and name not in ("lr", "samples_per_s"):
+                tag = f"train_epoch/{name}" if split == "train" else f"{split}/{name}"
+            elif event == "end" and name.startswith(("val_", "test_")):
+                tag = name.replace("_", "/", 1)
+            else:
+                continue
+            if (tag, step) not in self.seen:
+                self.seen.add((tag, step))
+                values.append(_message(1, _message(1, tag.encode()) + b"\x15" + struct.pack("<f", float(value))))
+        if values:
+            self._event(float(record["time"]), step, _message(5, b"".join(values)))
+
+    def _event(self, wall_time: float, step: int, body: bytes) -> None:
+        data = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(step) + body
+        header = struct.pack("<Q", len(data))
+        self.file.write(header + _masked_crc(header) + data + _masked_crc(data))
+        self.file.flush()

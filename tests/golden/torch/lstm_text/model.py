@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from torch import nn
 
-PIPELINE = 'lstm_text_classifier'
+PIPELINE = "lstm_text_classifier"
 INPUT_SHAPE = (200,)
-INPUT_DTYPE = 'int64'
+INPUT_DTYPE = "int64"
 
 
 def last_state(sequence: torch.Tensor, hidden_size: int) -> torch.Tensor:
@@ -68,17 +68,17 @@ def build_model() -> FlowTrainModel:
 
 # Canonical weight name -> this model's state-dict key (torch's layout is the canonical one).
 CANONICAL = {
-    'embedding1/weight': 'embedding1.weight',
-    'lstm1/weight_ih_l0': 'lstm1.weight_ih_l0',
-    'lstm1/weight_hh_l0': 'lstm1.weight_hh_l0',
-    'lstm1/bias_ih_l0': 'lstm1.bias_ih_l0',
-    'lstm1/bias_hh_l0': 'lstm1.bias_hh_l0',
-    'lstm1/weight_ih_l0_reverse': 'lstm1.weight_ih_l0_reverse',
-    'lstm1/weight_hh_l0_reverse': 'lstm1.weight_hh_l0_reverse',
-    'lstm1/bias_ih_l0_reverse': 'lstm1.bias_ih_l0_reverse',
-    'lstm1/bias_hh_l0_reverse': 'lstm1.bias_hh_l0_reverse',
-    'linear1/weight': 'linear1.weight',
-    'linear1/bias': 'linear1.bias',
+    "embedding1/weight": "embedding1.weight",
+    "lstm1/weight_ih_l0": "lstm1.weight_ih_l0",
+    "lstm1/weight_hh_l0": "lstm1.weight_hh_l0",
+    "lstm1/bias_ih_l0": "lstm1.bias_ih_l0",
+    "lstm1/bias_hh_l0": "lstm1.bias_hh_l0",
+    "lstm1/weight_ih_l0_reverse": "lstm1.weight_ih_l0_reverse",
+    "lstm1/weight_hh_l0_reverse": "lstm1.weight_hh_l0_reverse",
+    "lstm1/bias_ih_l0_reverse": "lstm1.bias_ih_l0_reverse",
+    "lstm1/bias_hh_l0_reverse": "lstm1.bias_hh_l0_reverse",
+    "linear1/weight": "linear1.weight",
+    "linear1/bias": "linear1.bias",
 }
 
 
@@ -93,15 +93,18 @@ def load_canonical_weights(model: nn.Module, arrays: dict[str, np.ndarray]) -> N
     missing = sorted(set(CANONICAL) - set(arrays))
     unexpected = sorted(set(arrays) - set(CANONICAL))
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     with torch.no_grad():
         for key, target in CANONICAL.items():
             value = torch.from_numpy(np.ascontiguousarray(arrays[key], dtype=np.float32))
             if tuple(value.shape) != tuple(state[target].shape):
-                raise ValueError(f"canonical weight {key} has shape {tuple(value.shape)}, "
-                                 f"expected {tuple(state[target].shape)}")
+                raise ValueError(
+                    f"canonical weight {key} has shape {tuple(value.shape)}, expected {tuple(state[target].shape)}"
+                )
             state[target].copy_(value)
 
 

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-PIPELINE = 'mlp'
+PIPELINE = "mlp"
 INPUT_SHAPE = (1, 28, 28)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 
 
 class FlowTrainModel(nn.Module):
@@ -63,12 +63,12 @@ def build_model() -> FlowTrainModel:
 
 # Canonical weight name -> this model's state-dict key (torch's layout is the canonical one).
 CANONICAL = {
-    'linear1/weight': 'linear1.weight',
-    'linear1/bias': 'linear1.bias',
-    'linear2/weight': 'linear2.weight',
-    'linear2/bias': 'linear2.bias',
-    'linear3/weight': 'linear3.weight',
-    'linear3/bias': 'linear3.bias',
+    "linear1/weight": "linear1.weight",
+    "linear1/bias": "linear1.bias",
+    "linear2/weight": "linear2.weight",
+    "linear2/bias": "linear2.bias",
+    "linear3/weight": "linear3.weight",
+    "linear3/bias": "linear3.bias",
 }
 
 
@@ -83,15 +83,18 @@ def load_canonical_weights(model: nn.Module, arrays: dict[str, np.ndarray]) -> N
     missing = sorted(set(CANONICAL) - set(arrays))
     unexpected = sorted(set(arrays) - set(CANONICAL))
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     with torch.no_grad():
         for key, target in CANONICAL.items():
             value = torch.from_numpy(np.ascontiguousarray(arrays[key], dtype=np.float32))
             if tuple(value.shape) != tuple(state[target].shape):
-                raise ValueError(f"canonical weight {key} has shape {tuple(value.shape)}, "
-                                 f"expected {tuple(state[target].shape)}")
+                raise ValueError(
+                    f"canonical weight {key} has shape {tuple(value.shape)}, expected {tuple(state[target].shape)}"
+                )
             state[target].copy_(value)
 
 

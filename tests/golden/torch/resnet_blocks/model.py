@@ -14,13 +14,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-PIPELINE = 'resnet18_cifar'
+PIPELINE = "resnet18_cifar"
 INPUT_SHAPE = (3, 32, 32)
-INPUT_DTYPE = 'float32'
+INPUT_DTYPE = "float32"
 
 
 class BasicBlock(nn.Module):
-    'ResNet basic block (two 3×3 convolutions and the shortcut)'
+    "ResNet basic block (two 3×3 convolutions and the shortcut)"
+
     # Block basic_block, used by node(s) layer1_0, layer1_1, layer2_1, layer3_1, layer4_1.
 
     def __init__(self, channels: int = 64) -> None:
@@ -46,13 +47,16 @@ class BasicBlock(nn.Module):
 
 
 class BasicBlockDown(nn.Module):
-    'ResNet basic block (two 3×3 convolutions and the shortcut), with a strided projection shortcut'
+    "ResNet basic block (two 3×3 convolutions and the shortcut), with a strided projection shortcut"
+
     # Block basic_block_down, used by node(s) layer2_0, layer3_0, layer4_0.
 
     def __init__(self, in_channels: int, channels: int = 64, stride: int = 2) -> None:
         super().__init__()
         # conv1 (Conv2d)
-        self.conv1 = nn.Conv2d(in_channels, channels, kernel_size=(3, 3), stride=(stride, stride), padding=(1, 1), bias=False)
+        self.conv1 = nn.Conv2d(
+            in_channels, channels, kernel_size=(3, 3), stride=(stride, stride), padding=(1, 1), bias=False
+        )
         # bn1 (BatchNorm2d)
         self.bn1 = nn.BatchNorm2d(channels)
         # conv2 (Conv2d)
@@ -202,108 +206,108 @@ def build_model() -> FlowTrainModel:
 
 # Canonical weight name -> this model's state-dict key (torch's layout is the canonical one).
 CANONICAL = {
-    'conv2d1/weight': 'conv2d1.weight',
-    'batchnorm2d1/weight': 'batchnorm2d1.weight',
-    'batchnorm2d1/bias': 'batchnorm2d1.bias',
-    'batchnorm2d1/running_mean': 'batchnorm2d1.running_mean',
-    'batchnorm2d1/running_var': 'batchnorm2d1.running_var',
-    'layer1_0__conv1/weight': 'layer1_0.conv1.weight',
-    'layer1_0__bn1/weight': 'layer1_0.bn1.weight',
-    'layer1_0__bn1/bias': 'layer1_0.bn1.bias',
-    'layer1_0__bn1/running_mean': 'layer1_0.bn1.running_mean',
-    'layer1_0__bn1/running_var': 'layer1_0.bn1.running_var',
-    'layer1_0__conv2/weight': 'layer1_0.conv2.weight',
-    'layer1_0__bn2/weight': 'layer1_0.bn2.weight',
-    'layer1_0__bn2/bias': 'layer1_0.bn2.bias',
-    'layer1_0__bn2/running_mean': 'layer1_0.bn2.running_mean',
-    'layer1_0__bn2/running_var': 'layer1_0.bn2.running_var',
-    'layer1_1__conv1/weight': 'layer1_1.conv1.weight',
-    'layer1_1__bn1/weight': 'layer1_1.bn1.weight',
-    'layer1_1__bn1/bias': 'layer1_1.bn1.bias',
-    'layer1_1__bn1/running_mean': 'layer1_1.bn1.running_mean',
-    'layer1_1__bn1/running_var': 'layer1_1.bn1.running_var',
-    'layer1_1__conv2/weight': 'layer1_1.conv2.weight',
-    'layer1_1__bn2/weight': 'layer1_1.bn2.weight',
-    'layer1_1__bn2/bias': 'layer1_1.bn2.bias',
-    'layer1_1__bn2/running_mean': 'layer1_1.bn2.running_mean',
-    'layer1_1__bn2/running_var': 'layer1_1.bn2.running_var',
-    'layer2_0__conv1/weight': 'layer2_0.conv1.weight',
-    'layer2_0__bn1/weight': 'layer2_0.bn1.weight',
-    'layer2_0__bn1/bias': 'layer2_0.bn1.bias',
-    'layer2_0__bn1/running_mean': 'layer2_0.bn1.running_mean',
-    'layer2_0__bn1/running_var': 'layer2_0.bn1.running_var',
-    'layer2_0__conv2/weight': 'layer2_0.conv2.weight',
-    'layer2_0__bn2/weight': 'layer2_0.bn2.weight',
-    'layer2_0__bn2/bias': 'layer2_0.bn2.bias',
-    'layer2_0__bn2/running_mean': 'layer2_0.bn2.running_mean',
-    'layer2_0__bn2/running_var': 'layer2_0.bn2.running_var',
-    'layer2_0__conv_down/weight': 'layer2_0.conv_down.weight',
-    'layer2_0__bn_down/weight': 'layer2_0.bn_down.weight',
-    'layer2_0__bn_down/bias': 'layer2_0.bn_down.bias',
-    'layer2_0__bn_down/running_mean': 'layer2_0.bn_down.running_mean',
-    'layer2_0__bn_down/running_var': 'layer2_0.bn_down.running_var',
-    'layer2_1__conv1/weight': 'layer2_1.conv1.weight',
-    'layer2_1__bn1/weight': 'layer2_1.bn1.weight',
-    'layer2_1__bn1/bias': 'layer2_1.bn1.bias',
-    'layer2_1__bn1/running_mean': 'layer2_1.bn1.running_mean',
-    'layer2_1__bn1/running_var': 'layer2_1.bn1.running_var',
-    'layer2_1__conv2/weight': 'layer2_1.conv2.weight',
-    'layer2_1__bn2/weight': 'layer2_1.bn2.weight',
-    'layer2_1__bn2/bias': 'layer2_1.bn2.bias',
-    'layer2_1__bn2/running_mean': 'layer2_1.bn2.running_mean',
-    'layer2_1__bn2/running_var': 'layer2_1.bn2.running_var',
-    'layer3_0__conv1/weight': 'layer3_0.conv1.weight',
-    'layer3_0__bn1/weight': 'layer3_0.bn1.weight',
-    'layer3_0__bn1/bias': 'layer3_0.bn1.bias',
-    'layer3_0__bn1/running_mean': 'layer3_0.bn1.running_mean',
-    'layer3_0__bn1/running_var': 'layer3_0.bn1.running_var',
-    'layer3_0__conv2/weight': 'layer3_0.conv2.weight',
-    'layer3_0__bn2/weight': 'layer3_0.bn2.weight',
-    'layer3_0__bn2/bias': 'layer3_0.bn2.bias',
-    'layer3_0__bn2/running_mean': 'layer3_0.bn2.running_mean',
-    'layer3_0__bn2/running_var': 'layer3_0.bn2.running_var',
-    'layer3_0__conv_down/weight': 'layer3_0.conv_down.weight',
-    'layer3_0__bn_down/weight': 'layer3_0.bn_down.weight',
-    'layer3_0__bn_down/bias': 'layer3_0.bn_down.bias',
-    'layer3_0__bn_down/running_mean': 'layer3_0.bn_down.running_mean',
-    'layer3_0__bn_down/running_var': 'layer3_0.bn_down.running_var',
-    'layer3_1__conv1/weight': 'layer3_1.conv1.weight',
-    'layer3_1__bn1/weight': 'layer3_1.bn1.weight',
-    'layer3_1__bn1/bias': 'layer3_1.bn1.bias',
-    'layer3_1__bn1/running_mean': 'layer3_1.bn1.running_mean',
-    'layer3_1__bn1/running_var': 'layer3_1.bn1.running_var',
-    'layer3_1__conv2/weight': 'layer3_1.conv2.weight',
-    'layer3_1__bn2/weight': 'layer3_1.bn2.weight',
-    'layer3_1__bn2/bias': 'layer3_1.bn2.bias',
-    'layer3_1__bn2/running_mean': 'layer3_1.bn2.running_mean',
-    'layer3_1__bn2/running_var': 'layer3_1.bn2.running_var',
-    'layer4_0__conv1/weight': 'layer4_0.conv1.weight',
-    'layer4_0__bn1/weight': 'layer4_0.bn1.weight',
-    'layer4_0__bn1/bias': 'layer4_0.bn1.bias',
-    'layer4_0__bn1/running_mean': 'layer4_0.bn1.running_mean',
-    'layer4_0__bn1/running_var': 'layer4_0.bn1.running_var',
-    'layer4_0__conv2/weight': 'layer4_0.conv2.weight',
-    'layer4_0__bn2/weight': 'layer4_0.bn2.weight',
-    'layer4_0__bn2/bias': 'layer4_0.bn2.bias',
-    'layer4_0__bn2/running_mean': 'layer4_0.bn2.running_mean',
-    'layer4_0__bn2/running_var': 'layer4_0.bn2.running_var',
-    'layer4_0__conv_down/weight': 'layer4_0.conv_down.weight',
-    'layer4_0__bn_down/weight': 'layer4_0.bn_down.weight',
-    'layer4_0__bn_down/bias': 'layer4_0.bn_down.bias',
-    'layer4_0__bn_down/running_mean': 'layer4_0.bn_down.running_mean',
-    'layer4_0__bn_down/running_var': 'layer4_0.bn_down.running_var',
-    'layer4_1__conv1/weight': 'layer4_1.conv1.weight',
-    'layer4_1__bn1/weight': 'layer4_1.bn1.weight',
-    'layer4_1__bn1/bias': 'layer4_1.bn1.bias',
-    'layer4_1__bn1/running_mean': 'layer4_1.bn1.running_mean',
-    'layer4_1__bn1/running_var': 'layer4_1.bn1.running_var',
-    'layer4_1__conv2/weight': 'layer4_1.conv2.weight',
-    'layer4_1__bn2/weight': 'layer4_1.bn2.weight',
-    'layer4_1__bn2/bias': 'layer4_1.bn2.bias',
-    'layer4_1__bn2/running_mean': 'layer4_1.bn2.running_mean',
-    'layer4_1__bn2/running_var': 'layer4_1.bn2.running_var',
-    'linear1/weight': 'linear1.weight',
-    'linear1/bias': 'linear1.bias',
+    "conv2d1/weight": "conv2d1.weight",
+    "batchnorm2d1/weight": "batchnorm2d1.weight",
+    "batchnorm2d1/bias": "batchnorm2d1.bias",
+    "batchnorm2d1/running_mean": "batchnorm2d1.running_mean",
+    "batchnorm2d1/running_var": "batchnorm2d1.running_var",
+    "layer1_0__conv1/weight": "layer1_0.conv1.weight",
+    "layer1_0__bn1/weight": "layer1_0.bn1.weight",
+    "layer1_0__bn1/bias": "layer1_0.bn1.bias",
+    "layer1_0__bn1/running_mean": "layer1_0.bn1.running_mean",
+    "layer1_0__bn1/running_var": "layer1_0.bn1.running_var",
+    "layer1_0__conv2/weight": "layer1_0.conv2.weight",
+    "layer1_0__bn2/weight": "layer1_0.bn2.weight",
+    "layer1_0__bn2/bias": "layer1_0.bn2.bias",
+    "layer1_0__bn2/running_mean": "layer1_0.bn2.running_mean",
+    "layer1_0__bn2/running_var": "layer1_0.bn2.running_var",
+    "layer1_1__conv1/weight": "layer1_1.conv1.weight",
+    "layer1_1__bn1/weight": "layer1_1.bn1.weight",
+    "layer1_1__bn1/bias": "layer1_1.bn1.bias",
+    "layer1_1__bn1/running_mean": "layer1_1.bn1.running_mean",
+    "layer1_1__bn1/running_var": "layer1_1.bn1.running_var",
+    "layer1_1__conv2/weight": "layer1_1.conv2.weight",
+    "layer1_1__bn2/weight": "layer1_1.bn2.weight",
+    "layer1_1__bn2/bias": "layer1_1.bn2.bias",
+    "layer1_1__bn2/running_mean": "layer1_1.bn2.running_mean",
+    "layer1_1__bn2/running_var": "layer1_1.bn2.running_var",
+    "layer2_0__conv1/weight": "layer2_0.conv1.weight",
+    "layer2_0__bn1/weight": "layer2_0.bn1.weight",
+    "layer2_0__bn1/bias": "layer2_0.bn1.bias",
+    "layer2_0__bn1/running_mean": "layer2_0.bn1.running_mean",
+    "layer2_0__bn1/running_var": "layer2_0.bn1.running_var",
+    "layer2_0__conv2/weight": "layer2_0.conv2.weight",
+    "layer2_0__bn2/weight": "layer2_0.bn2.weight",
+    "layer2_0__bn2/bias": "layer2_0.bn2.bias",
+    "layer2_0__bn2/running_mean": "layer2_0.bn2.running_mean",
+    "layer2_0__bn2/running_var": "layer2_0.bn2.running_var",
+    "layer2_0__conv_down/weight": "layer2_0.conv_down.weight",
+    "layer2_0__bn_down/weight": "layer2_0.bn_down.weight",
+    "layer2_0__bn_down/bias": "layer2_0.bn_down.bias",
+    "layer2_0__bn_down/running_mean": "layer2_0.bn_down.running_mean",
+    "layer2_0__bn_down/running_var": "layer2_0.bn_down.running_var",
+    "layer2_1__conv1/weight": "layer2_1.conv1.weight",
+    "layer2_1__bn1/weight": "layer2_1.bn1.weight",
+    "layer2_1__bn1/bias": "layer2_1.bn1.bias",
+    "layer2_1__bn1/running_mean": "layer2_1.bn1.running_mean",
+    "layer2_1__bn1/running_var": "layer2_1.bn1.running_var",
+    "layer2_1__conv2/weight": "layer2_1.conv2.weight",
+    "layer2_1__bn2/weight": "layer2_1.bn2.weight",
+    "layer2_1__bn2/bias": "layer2_1.bn2.bias",
+    "layer2_1__bn2/running_mean": "layer2_1.bn2.running_mean",
+    "layer2_1__bn2/running_var": "layer2_1.bn2.running_var",
+    "layer3_0__conv1/weight": "layer3_0.conv1.weight",
+    "layer3_0__bn1/weight": "layer3_0.bn1.weight",
+    "layer3_0__bn1/bias": "layer3_0.bn1.bias",
+    "layer3_0__bn1/running_mean": "layer3_0.bn1.running_mean",
+    "layer3_0__bn1/running_var": "layer3_0.bn1.running_var",
+    "layer3_0__conv2/weight": "layer3_0.conv2.weight",
+    "layer3_0__bn2/weight": "layer3_0.bn2.weight",
+    "layer3_0__bn2/bias": "layer3_0.bn2.bias",
+    "layer3_0__bn2/running_mean": "layer3_0.bn2.running_mean",
+    "layer3_0__bn2/running_var": "layer3_0.bn2.running_var",
+    "layer3_0__conv_down/weight": "layer3_0.conv_down.weight",
+    "layer3_0__bn_down/weight": "layer3_0.bn_down.weight",
+    "layer3_0__bn_down/bias": "layer3_0.bn_down.bias",
+    "layer3_0__bn_down/running_mean": "layer3_0.bn_down.running_mean",
+    "layer3_0__bn_down/running_var": "layer3_0.bn_down.running_var",
+    "layer3_1__conv1/weight": "layer3_1.conv1.weight",
+    "layer3_1__bn1/weight": "layer3_1.bn1.weight",
+    "layer3_1__bn1/bias": "layer3_1.bn1.bias",
+    "layer3_1__bn1/running_mean": "layer3_1.bn1.running_mean",
+    "layer3_1__bn1/running_var": "layer3_1.bn1.running_var",
+    "layer3_1__conv2/weight": "layer3_1.conv2.weight",
+    "layer3_1__bn2/weight": "layer3_1.bn2.weight",
+    "layer3_1__bn2/bias": "layer3_1.bn2.bias",
+    "layer3_1__bn2/running_mean": "layer3_1.bn2.running_mean",
+    "layer3_1__bn2/running_var": "layer3_1.bn2.running_var",
+    "layer4_0__conv1/weight": "layer4_0.conv1.weight",
+    "layer4_0__bn1/weight": "layer4_0.bn1.weight",
+    "layer4_0__bn1/bias": "layer4_0.bn1.bias",
+    "layer4_0__bn1/running_mean": "layer4_0.bn1.running_mean",
+    "layer4_0__bn1/running_var": "layer4_0.bn1.running_var",
+    "layer4_0__conv2/weight": "layer4_0.conv2.weight",
+    "layer4_0__bn2/weight": "layer4_0.bn2.weight",
+    "layer4_0__bn2/bias": "layer4_0.bn2.bias",
+    "layer4_0__bn2/running_mean": "layer4_0.bn2.running_mean",
+    "layer4_0__bn2/running_var": "layer4_0.bn2.running_var",
+    "layer4_0__conv_down/weight": "layer4_0.conv_down.weight",
+    "layer4_0__bn_down/weight": "layer4_0.bn_down.weight",
+    "layer4_0__bn_down/bias": "layer4_0.bn_down.bias",
+    "layer4_0__bn_down/running_mean": "layer4_0.bn_down.running_mean",
+    "layer4_0__bn_down/running_var": "layer4_0.bn_down.running_var",
+    "layer4_1__conv1/weight": "layer4_1.conv1.weight",
+    "layer4_1__bn1/weight": "layer4_1.bn1.weight",
+    "layer4_1__bn1/bias": "layer4_1.bn1.bias",
+    "layer4_1__bn1/running_mean": "layer4_1.bn1.running_mean",
+    "layer4_1__bn1/running_var": "layer4_1.bn1.running_var",
+    "layer4_1__conv2/weight": "layer4_1.conv2.weight",
+    "layer4_1__bn2/weight": "layer4_1.bn2.weight",
+    "layer4_1__bn2/bias": "layer4_1.bn2.bias",
+    "layer4_1__bn2/running_mean": "layer4_1.bn2.running_mean",
+    "layer4_1__bn2/running_var": "layer4_1.bn2.running_var",
+    "linear1/weight": "linear1.weight",
+    "linear1/bias": "linear1.bias",
 }
 
 
@@ -318,15 +322,18 @@ def load_canonical_weights(model: nn.Module, arrays: dict[str, np.ndarray]) -> N
     missing = sorted(set(CANONICAL) - set(arrays))
     unexpected = sorted(set(arrays) - set(CANONICAL))
     if missing or unexpected:
-        raise KeyError(f"canonical weights do not fit this model: missing {missing[:5]}, "
-                       f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)")
+        raise KeyError(
+            f"canonical weights do not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (expected the {len(CANONICAL)} keys of CANONICAL)"
+        )
     state = _unwrap(model).state_dict()
     with torch.no_grad():
         for key, target in CANONICAL.items():
             value = torch.from_numpy(np.ascontiguousarray(arrays[key], dtype=np.float32))
             if tuple(value.shape) != tuple(state[target].shape):
-                raise ValueError(f"canonical weight {key} has shape {tuple(value.shape)}, "
-                                 f"expected {tuple(state[target].shape)}")
+                raise ValueError(
+                    f"canonical weight {key} has shape {tuple(value.shape)}, expected {tuple(state[target].shape)}"
+                )
             state[target].copy_(value)
 
 

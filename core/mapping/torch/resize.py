@@ -1,0 +1,18 @@
+"""Upsampling: ``nn.Upsample`` (integer factors; torch defines the op's interpolation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.mapping.base import ConvertContext, MappedLayer, call
+from core.mapping.torch._common import layer, module, register
+
+
+@register("Upsample")
+def upsample(ctx: ConvertContext) -> MappedLayer:
+    p = ctx.params
+    sh, sw = p["scale_factor"]
+    kwargs: dict[str, Any] = {"scale_factor": sh if sh == sw else (sh, sw), "mode": p["mode"]}
+    if p["mode"] == "bilinear":
+        kwargs["align_corners"] = p["align_corners"]
+    return layer(ctx, call(module(ctx), ctx.in_names[0]), call("nn.Upsample", **kwargs))

@@ -1,0 +1,180 @@
+"""The whole run's time to result, in parts: what the selector ranks by and what it shows.
+
+    time to result = wait + start-up + steps x step time + validation passes x their time
+                     + checkpoint writes + the end of the run
+
+- **start-up**: from submission to the first optimizer step once the job runs: the interpreter and the
+  framework's import (``launch_s``: the calibration job's wall time less the program's own clock), the
+  data's loading, indexing and normalisation pass and the model's build (``startup_s``), and the warm-up
+  steps beyond their steady time (compilation, tracing: ``warmup_s``).
+- **training**: epochs x training samples / samples per second (:mod:`schedulers.speed`).
+- **validation**: one pass over the validation split after every epoch, and the test split once.
+- **checkpoints**: one write per epoch and per ``every_steps`` (as the program's loop writes them).
+- **end**: the final model (with its ONNX export where the program writes one).
+
+Each term comes from the calibration job of this graph where it measured it, else from the user's other
+measurements on this framework and kind of nodes (their median), else from a stated default; every term
+says which (:attr:`Estimate.sources`). The uncertainty is per term: a measured term is
+:data:`~schedulers.speed.MEASURED_FACTOR` uncertain, a term from others' measurements
+:data:`PEER_FACTOR`, a default :data:`DEFAULT_TERM_FACTOR`, and the training term the speed's own
+factor (:mod:`schedulers.macs_model`); the range is the sum of the terms' lows to the sum of their highs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.spec import PipelineSpec
+from core.validate import Analysis
+from schedulers.shipped import WARMUP_STEPS, shipped
+from schedulers.speed import MEASURED_FACTOR, Measurement, Speed, train_conv_macs_per_sample, train_macs_per_sample
+
+PEER_FACTOR = 1.5
+DEFAULT_TERM_FACTOR = 2.5
+# Defaults when nothing was measured on these nodes (a loaded 2-core machine measured them: generous)
+DEFAULT_LAUNCH_S = 5.0  # interpreter and framework import, for a framework without shipped figures
+DEFAULT_STARTUP_S = 2.0  # the data and the model
+SHIPPED_LABEL = "shipped default (a development machine's)"  # schedulers/shipped.py
+CHECKPOINT_BYTES_PER_PARAM = 12  # weights and two optimizer moments, float32
+DISK_BYTES_PER_S = 100e6
+DEFAULT_END_S = 1.0  # the final model and its ONNX export, beyond writing the weights
+EVAL_SHARE = 1 / 3  # a sample's evaluation costs about its forward pass: a third of a training step
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How often the run does each thing, from the spec."""
+
+    epochs: int
+    train_samples: int
+    steps: int
+    val_passes: int
+    val_samples: int
+    test_samples: int
+    checkpoints: int
+
+
+def counts(spec: PipelineSpec, train_samples: int, total_samples: int | None, world: int = 1) -> Counts:
+    """The run's steps, validation passes and checkpoint writes, as the generated program's loop does them."""
+    t = spec.training
+    per_step = max(spec.data.batch_size * world, 1)
+    steps_per_epoch = max(math.ceil(train_samples / per_step), 1)
+    steps = t.epochs * steps_per_epoch
+    total = total_samples or round(train_samples / max(1.0 - spec.data.validation_split - spec.data.test_split, 0.05))
+    val = round(total * spec.data.validation_split)
+    test = round(total * spec.data.test_split)
+    ckpts = t.epochs if t.checkpoint.every_epoch else 0
+    every = t.checkpoint.every_steps
+    if every:  # within epochs only: a step that ends an epoch writes the epoch's checkpoint
+        ckpts += steps // every - steps // math.lcm(every, steps_per_epoch)
+    return Counts(t.epochs, train_samples, steps, t.epochs if val else 0, val, test, ckpts)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One candidate's time to result in parts (seconds), its range and where each part comes from."""
+
+    wait_s: float | None  # None: not known (the ranking counts an hour, and says so)
+    startup_s: float
+    train_s: float
+    val_s: float
+    checkpoint_s: float
+    end_s: float
+    low_s: float  # the run's time (no wait) at the low and high end of the uncertainty
+    high_s: float
+    sources: dict[str, str] = field(default_factory=dict)  # term -> "measured" | "others' measurements" | …
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def run_s(self) -> float:
+        return self.startup_s + self.train_s + self.val_s + self.checkpoint_s + self.end_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "run_s": self.run_s}
+
+
+Term = tuple[float, float, str]  # seconds, uncertainty factor, source
+
+
+def _term(measured: float | None, peers: Sequence[Measurement], of: Callable[[Measurement], float | None],
+          default: float, scale: float = 1.0, label: str = "default") -> Term:
+    if measured is not None:
+        return measured * scale, MEASURED_FACTOR, "measured"
+    values = [v for v in (of(m) for m in peers) if v is not None]
+    if values:
+        return statistics.median(values) * scale, PEER_FACTOR, f"median of {len(values)} other graph(s)"
+    return default * scale, DEFAULT_TERM_FACTOR, label
+
+
+def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Speed, train_samples: int,
+             total_samples: int | None, wait_s: float | None, world: int = 1) -> Estimate:
+    """The whole run for ``speed`` (a measurement of this graph, or the MACs model and the peers)."""
+    m, peers = speed.measurement, speed.peers
+    n = counts(spec, train_samples, total_samples, world)
+    step_s = spec.data.batch_size * world / max(speed.samples_per_s, 1e-9)
+    d = shipped(framework) if speed.shipped else None  # nothing measured on these nodes: a development machine's
+    launch = _term(m.launch_s if m else None, peers, lambda p: p.launch_s, d.launch_s if d else DEFAULT_LAUNCH_S,
+                   label=SHIPPED_LABEL if d else "default")
+    start = _term(m.startup_s if m else None, peers, lambda p: p.startup_s, d.startup_s if d else DEFAULT_STARTUP_S,
+                  label=SHIPPED_LABEL if d else "default")
+    warm_measured = max(m.warmup_s - WARMUP_STEPS * m.step_s, 0.0) if m and m.warmup_s is not None else None
+    warm = _term(warm_measured, peers, lambda p: None if p.warmup_s is None else max(p.warmup_s - WARMUP_STEPS * p.step_s, 0.0),
+                 d.warmup_s if d else 0.0, label=SHIPPED_LABEL if d else "default")
+    per_val = m.val_s / m.val_samples if m and m.val_s is not None and m.val_samples else None
+    val = _term(per_val, (), lambda p: None, step_s / max(spec.data.batch_size, 1) * EVAL_SHARE,
+                n.val_passes * n.val_samples + n.test_samples)
+    ckpt_default = 0.05 + analysis.total_params * CHECKPOINT_BYTES_PER_PARAM / DISK_BYTES_PER_S
+    ckpt = _term(m.checkpoint_s if m else None, (), lambda p: None, ckpt_default, n.checkpoints)
+    end = _term(m.end_s if m else None, peers, lambda p: p.end_s, DEFAULT_END_S + ckpt_default)
+    train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9), speed.factor,
+             "measured" if speed.measured else "MACs model")
+    startup = (launch[0] + start[0] + warm[0], max(launch[1], start[1], warm[1] if warm[0] else 1.0),
+               "; ".join(f"{k} {v[2]}" for k, v in (("launch", launch), ("data and model", start),
+                                                    ("warm-up", warm))))
+    terms = {"startup": startup, "train": train, "val": val, "checkpoint": ckpt, "end": end}
+    low = sum(v / f for v, f, _ in terms.values())
+    high = sum(v * f for v, f, _ in terms.values())
+    return Estimate(wait_s, startup[0], train[0], val[0], ckpt[0], end[0], low, high,
+                    {k: v[2] for k, v in terms.items()},
+                    {"epochs": n.epochs, "steps": n.steps, "val_passes": n.val_passes, "val_samples": n.val_samples,
+                     "test_samples": n.test_samples, "checkpoints": n.checkpoints, "train_samples": train_samples,
+                     "batch_size": spec.data.batch_size, "params": analysis.total_params,
+                     "macs_per_sample": train_macs_per_sample(analysis),
+                     "conv_macs_per_sample": train_conv_macs_per_sample(analysis)})
+
+
+_UNDER_ONE = {"s": "a second", "min": "a minute", "h": "6 min", "days": "a day"}  # what one step of each unit is
+
+
+def span_words(low_s: float, high_s: float) -> str:
+    """``3–12 min``; ``40 s–3 min`` when the ends need different units; one value (``30 min``) when both ends
+    read the same (a run whose wait dwarfs its uncertainty): never ``30–30 min``."""
+    lo, hi = short_duration(low_s), short_duration(high_s)
+    if lo == hi:
+        return lo
+    if lo.split()[1] == hi.split()[1]:
+        return f"{lo.split()[0]}–{hi}"
+    return f"{lo}–{hi}"
+
+
+def range_words(low_s: float, high_s: float) -> str:
+    """``could be 3–12 min``; ``give or take under a minute`` when both ends read the same."""
+    words = span_words(low_s, high_s)
+    if "–" not in words:
+        return f"give or take under {_UNDER_ONE[words.split()[1]]}"
+    return f"could be {words}"
+
+
+def short_duration(seconds: float) -> str:
+    """``45 s``, ``4 min``, ``2.5 h``, ``3 days``: the unit a reader of an estimate wants."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"

@@ -1,0 +1,84 @@
+"""Shipped defaults: a fresh home's first estimate, before anything was measured on its nodes.
+
+Without a single measurement the estimate once started from one rate for every framework (10 GMAC/s per CPU
+core) and five seconds of start-up, and the first graph came out ten times too short: a small graph's step is
+the framework's fixed cost, not its MACs, and TensorFlow's import alone takes half a minute on a loaded machine.
+These figures are each framework's own, **measured on the shared 2-core x86-64 development machine**
+(AVX-512, 24 GB, eight engineers' tests beside it, the programs at nice 19) by ``bench/estimates.py``: the
+calibration jobs of the zoo's MLP, LeNet-5 and MNIST CNN (their launch, start-up, warm-up and step time),
+recorded in tests/schedulers/data/estimate_runs.json beside the runs that followed. :func:`derive` turns those
+records into :data:`SHIPPED`, and a test checks that it still does (and that figures derived from two of the
+pipelines estimate the third's run within a factor of 2).
+
+They are a machine class's, not the user's: they serve only CPU jobs on nodes where this user has measured
+nothing yet (one measurement there, of any framework, and the user's own figures take over:
+:mod:`schedulers.speed`), with :data:`SHIPPED_FACTOR` of uncertainty either way, and every estimate made from
+them says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from schedulers.macs_model import Point, StepFit, coefficients
+
+SHIPPED_FACTOR = 3.0
+WHERE = "a shared 2-core development machine"
+WARMUP_STEPS = 3  # the program's CALIBRATION_WARMUP (schedulers/estimate.py imports it from here)
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """One framework's figures: the launch (interpreter and import), the data and model, the warm-up's
+    excess over steady steps (tracing, compilation) and the step time's line (:class:`~schedulers.macs_model.StepFit`:
+    seconds per step, per training MAC of the step, per parameter)."""
+
+    launch_s: float
+    startup_s: float
+    warmup_s: float
+    coef: tuple[float, float, float]
+
+    def step(self) -> StepFit:
+        return StepFit(self.coef, SHIPPED_FACTOR, 0)
+
+    def words(self, framework: str) -> str:
+        overhead, per_mac, per_param = self.coef
+        return (f"shipped {framework} defaults measured on {WHERE}, not on these nodes: "
+                f"{overhead * 1000:.1f} ms per step"
+                + (f" + MACs at {1 / per_mac / 1e9:,.2f} GMAC/s" if per_mac > 0 else "")
+                + (f" + {per_param * 1e9:.2f} ns per parameter" if per_param > 0 else "")
+                + f", could be x{SHIPPED_FACTOR:g} off until a calibration")
+
+
+# derive() of tests/schedulers/data/estimate_runs.json's calibrations (tests/schedulers/test_estimates.py checks it)
+SHIPPED: dict[str, Defaults] = {
+    "torch": Defaults(13.47, 15.88, 0.95, (0.3269, 4.406e-10, 0.0)),
+    "keras": Defaults(41.66, 4.81, 6.24, (0.01566, 2.138e-10, 0.0)),
+    "paddle": Defaults(8.46, 7.14, 0.18, (0.02145, 2.893e-10, 0.0)),
+}
+
+
+def derive(calibrations: Sequence[Mapping[str, Any]]) -> Defaults | None:
+    """One framework's defaults from its calibration jobs' figures: the medians of ``launch_s``, ``startup_s`` and
+    the warm-up's excess, and the step-time line through their ``step_s`` against training MACs per step and
+    parameters (the MACs model's non-negative fit, exact through two graphs); ``None`` without any."""
+    points = [Point(float(c["macs_per_sample"]), float(c["params"]), float(c["batch_size"]), float(c["step_s"]))
+              for c in calibrations]
+    if not points:
+        return None
+
+    def median(name: str) -> float:
+        values = [float(c[name]) for c in calibrations if c.get(name) is not None]
+        return statistics.median(values) if values else 0.0
+
+    warm = statistics.median(max(float(c["warmup_s"]) - WARMUP_STEPS * float(c["step_s"]), 0.0)
+                             for c in calibrations)
+    return Defaults(round(median("launch_s"), 2), round(median("startup_s"), 2), round(warm, 2),
+                    tuple(float(f"{v:.4g}") for v in coefficients(points)))  # type: ignore[arg-type]
+
+
+def shipped(framework: str) -> Defaults | None:
+    return SHIPPED.get(framework)

@@ -1,0 +1,87 @@
+"""How the suite shares two CPU cores: the pytest-xdist groups and the serial phase (scripts/test.sh).
+
+``scripts/test.sh`` runs the suite in two phases:
+
+1. ``--flowtrain-phase parallel -n 2 --dist loadgroup``: every test except those marked ``alone``, on
+   two workers. Each test gets an ``xdist_group`` here; xdist sends each group, whole, to one worker:
+
+   - a test module is one group, so module- and class-scoped fixtures (a trained run, an imported
+     ONNX model, a portal server) are built once, not once per worker;
+   - every module with a test that uses the dev Slurm cluster (the ``slurm_cluster`` fixture or the
+     ``slurm`` marker) is in the one group ``slurm-cluster``: those tests drain, down and resume nodes,
+     restart slurmctld, fill partitions and count the queue, and each assumes nobody else does so
+     meanwhile, as in a serial run; the cluster's 4 nodes share this machine's cores anyway;
+   - modules sharing a session fixture (``SHARED_SESSION_FIXTURES``) are one group, so the fixture
+     runs once.
+
+2. ``--flowtrain-phase alone``, without workers: the tests marked ``alone``, which measure time,
+   speed or load (calibration picks the fastest framework, a wall-clock bound a busy neighbour could
+   break); nothing else runs beside them.
+
+Without ``--flowtrain-phase`` (a plain ``pytest`` call, ``FLOWTRAIN_TEST_WORKERS=1``) every test runs.
+xdist reads the ``xdist_group`` marks in its own ``pytest_collection_modifyitems``; this hook is
+``tryfirst`` so the marks are there before it reads them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import empty_screenshots
+
+BROWSER_ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser"
+PHASES = ("all", "parallel", "alone")
+CLUSTER_GROUP = "slurm-cluster"
+CLUSTER_FIXTURE = "slurm_cluster"
+# Session-scoped fixtures that several modules use: those modules are one group (name: the fixture's).
+SHARED_SESSION_FIXTURES = ("framework_reports",)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--flowtrain-phase", choices=PHASES, default="all",
+        help="parallel: every test but those marked 'alone'; alone: only those (scripts/test.sh runs both)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller of a pytest-xdist run empties the screenshot folder once, before its workers start
+    (tests/browser/conftest.py empties it itself in a run without workers)."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        BROWSER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        empty_screenshots(BROWSER_ARTIFACTS)
+
+
+def group_of(item: pytest.Item, cluster_modules: set[str], shared: dict[str, str]) -> str:
+    module = item.nodeid.split("::", 1)[0]
+    if module in cluster_modules:
+        return CLUSTER_GROUP
+    return shared.get(module, module)
+
+
+def uses_cluster(item: pytest.Item) -> bool:
+    return CLUSTER_FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker("slurm") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = config.getoption("flowtrain_phase")
+    if phase != "all":
+        want_alone = phase == "alone"
+        keep = [i for i in items if (i.get_closest_marker("alone") is not None) == want_alone]
+        deselected = [i for i in items if (i.get_closest_marker("alone") is not None) != want_alone]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = keep
+    if not config.pluginmanager.has_plugin("xdist"):
+        return  # no workers: no groups (and no xdist_group marker to add under --strict-markers)
+    cluster_modules = {i.nodeid.split("::", 1)[0] for i in items if uses_cluster(i)}
+    shared: dict[str, str] = {}
+    for fixture in SHARED_SESSION_FIXTURES:
+        for i in items:
+            if fixture in getattr(i, "fixturenames", ()):
+                shared[i.nodeid.split("::", 1)[0]] = f"session-{fixture}"
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item, cluster_modules, shared)))

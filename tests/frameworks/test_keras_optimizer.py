@@ -1,0 +1,58 @@
+"""The Keras program's Adam/AdamW step is torch's formula (issue 22): fed the same gradients, the
+generated ``TorchAdam`` follows torch's AdamW computed in float64 to float32 rounding.
+
+β2 = 0.99999 makes the bias correction's precision visible: float32 holds that β2 1e-8 off, so a
+float32 power misses 1 − β2ᵗ by about 1e-3 relative and every step by half of that, where torch
+computes the corrections in float64."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import zoo
+from core.codegen import generate
+
+pytestmark = pytest.mark.frameworks
+
+SCRIPT = r'''
+import ast, json, sys
+import numpy as np
+import keras, tensorflow as tf
+source = open("optim.py", encoding="utf-8").read()
+cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "TorchAdam")
+namespace = {"keras": keras, "tf": tf, "np": np}
+exec(ast.get_source_segment(source, cls), namespace)
+steps, lr, betas, eps, decay = 20, 1e-3, (0.9, 0.99999), 1e-8, 0.01
+rng = np.random.default_rng(0)
+w0 = (rng.standard_normal(256) * 0.05).astype(np.float32)
+grads = (rng.standard_normal((steps, 256)) * 1e-3).astype(np.float32)
+variable = tf.Variable(w0)
+optimizer = namespace["TorchAdam"](learning_rate=lr, beta_1=betas[0], beta_2=betas[1], epsilon=eps,
+                                   decoupled_decay=decay)
+optimizer.build([variable])
+for g in grads:
+    optimizer.apply([tf.constant(g)], [variable])
+w, m, v = w0.astype(np.float64), 0.0, 0.0  # torch's AdamW, in float64
+for t, g in enumerate(grads.astype(np.float64), start=1):
+    w = w * (1 - lr * decay)
+    m, v = m + (1 - betas[0]) * (g - m), betas[1] * v + (1 - betas[1]) * g * g
+    w = w - lr / (1 - betas[0] ** t) * m / (np.sqrt(v) / np.sqrt(1 - betas[1] ** t) + eps)
+moved = np.linalg.norm(w - w0)
+print(json.dumps({"error": float(np.linalg.norm(variable.numpy() - w) / moved)}))
+'''
+
+
+def test_torch_adam_takes_torchs_adamw_steps(tmp_path: Path) -> None:
+    doc = zoo.template("mlp").model_dump(mode="json")  # AdamW
+    generate(type(zoo.template("mlp")).model_validate(doc), "keras").write(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    # relative to how far the weights moved: float32 rounding is ~1e-6 of it, a float32 bias correction ~5e-4
+    assert error < 2e-5, error

@@ -1,0 +1,300 @@
+"""The whole run's time to result: its parts, the learned MACs model, and the cache learning from a completed run.
+
+The cache and the registry are real SQLite files under a temporary home; the measurements are written as a
+calibration job (or a completed run's result.json) leaves them, so that each figure can be checked exactly.
+bench/estimates.py compares the estimates with real runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from core import zoo
+from core.load import spec_from_dict
+from core.validate import validate
+from schedulers.base import JobStatus, RunState
+from schedulers.estimate import counts, range_words, span_words
+from schedulers.learning import accuracy, learn_from_run, ranking_words, rankings
+from schedulers.macs_model import Point, fit
+from schedulers.registry.runs import RunRegistry
+from schedulers.shipped import SHIPPED, Defaults, derive
+from schedulers.speed import SpeedBook, SpeedCache, train_conv_macs_per_sample, train_macs_per_sample
+from tests.schedulers.test_selector import all_supported
+from tests.schedulers.test_speed import HW, NOW, REPORTS, cpu_partition_full, idle, mnist, record
+
+DATA = Path(__file__).parent / "data" / "step_times.json"
+
+
+def test_the_estimate_counts_every_part_of_the_run(tmp_path: Path) -> None:
+    """12 epochs of 23 steps: 12 validation passes of 360 samples, a checkpoint per epoch and one at step 200;
+    each part from the calibration job's own figure (start-up, warm-up, a validation pass, a checkpoint, the end)."""
+    spec = mnist()
+    n = counts(spec, 1437, 1797)
+    assert (n.steps, n.val_passes, n.val_samples, n.test_samples, n.checkpoints) == (276, 12, 359, 0, 13)
+    cache = SpeedCache(tmp_path)
+    record(cache, spec, "torch", 1437.0, hardware=HW, launch_s=4.0, warmup_s=3 * 64 / 1437 + 1.5, val_s=0.5,
+           val_samples=360, checkpoint_s=0.1, end_s=2.0)
+    from schedulers.selector import select
+
+    sel = select(spec, validate(spec), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
+                 require="torch")
+    c = sel.candidates[0]
+    e = c.estimate
+    assert e["startup_s"] == pytest.approx(4.0 + 2.0 + 1.5)  # launch + data and model + warm-up beyond its steps
+    assert e["train_s"] == pytest.approx(12.0)  # 12 epochs x 1437 samples at 1437/s
+    assert e["val_s"] == pytest.approx(0.5 / 360 * 12 * 359)
+    assert (e["checkpoint_s"], e["end_s"]) == (pytest.approx(1.3), pytest.approx(2.0))
+    assert c.finish_s == pytest.approx(7.5 + 12 + 0.5 / 360 * 12 * 359 + 1.3 + 2.0)
+    assert e["sources"]["val"] == "measured" and e["sources"]["startup"].startswith("launch measured")
+    assert c.low_s < c.finish_s < c.high_s and c.high_s / c.finish_s == pytest.approx(1.15)
+    assert "(start-up 8 s, training 12 s, validation 6 s, checkpoints and end 3 s, wait none)" in c.reason
+
+
+def test_a_range_reads_as_a_real_range_or_as_one_value(tmp_path: Path) -> None:
+    """Ends that read the same are one value, never ``30–30 min``: a 20-second run behind a 30-minute wait is
+    ``~30 min, give or take under a minute`` in the reasons (``select``, the run's page) and ``30 min`` in the
+    portal's *could be* column (span_words)."""
+    assert [range_words(a, b) for a, b in ((3, 12), (40, 180), (200, 700))] == [
+        "could be 3–12 s", "could be 40 s–3 min", "could be 3–12 min"]
+    assert [span_words(a, b) for a, b in ((1797, 1823), (7100, 7300), (0.2, 0.8), (3 * 86400, 3.2 * 86400))] == [
+        "30 min", "2.0 h", "1 s", "3 days"]
+    assert [range_words(a, b) for a, b in ((1797, 1823), (7100, 7300), (0.2, 0.8), (3 * 86400, 3.2 * 86400))] == [
+        "give or take under a minute", "give or take under 6 min", "give or take under a second",
+        "give or take under a day"]
+    cache = SpeedCache(tmp_path)
+    record(cache, mnist(), "keras", 2130.0, hardware=HW)
+    from schedulers.selector import select
+
+    sel = select(mnist(), validate(mnist()), REPORTS, cpu_partition_full(NOW + 1785), support=all_supported,
+                 speeds=SpeedBook(cache, now=NOW), require="keras")
+    held = next(c for c in sel.candidates if c.partition == "cpu")
+    assert held.wait_s == pytest.approx(1785) and span_words(held.low_s, held.high_s) == "30 min"
+    assert "done in ~30 min, give or take under a minute (start-up" in held.reason
+    assert not re.search(r"\b(\d+(?:\.\d+)?)–\1 ", "\n".join(sel.reasons))
+
+
+def _points(framework: str, pipelines: set[str]) -> list[tuple[str, Point]]:
+    rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
+    found = []
+    for r in rows:
+        if r["framework"] != framework or r["pipeline"] not in pipelines:
+            continue
+        doc = zoo.template(r["pipeline"]).model_dump(mode="json")
+        doc["data"]["batch_size"] = r["batch_size"]
+        analysis = validate(spec_from_dict(doc))
+        found.append((r["pipeline"], Point(train_macs_per_sample(analysis), analysis.total_params, r["batch_size"],
+                                           r["step_s"], train_conv_macs_per_sample(analysis))))
+    return found
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_the_macs_model_fitted_on_some_zoo_pipelines_predicts_the_others(framework: str) -> None:
+    """Recorded step times (tests/schedulers/data/step_times.json: each framework's generated programs'
+    ``--calibrate 8`` on the shared 2-core development machine under load 20-41, batch 16, 64 and 256; taken by
+    bench/step_times.py): fitted on the MLP and LeNet-5 of one framework, the model predicts that framework's
+    MNIST CNN, another graph, within its own stated range at every batch size and within a factor of 2 at the
+    median (torch 2.6x at worst, keras 1.1x, paddle 4.3x at batch 256). For torch and keras the fit is nearer
+    than the median MACs rate of the same measurements (the model before, up to 16x off); for paddle it is not
+    (the median rate 0.8-2.2x off, the fit 1.6-4.3x): said here, not hidden."""
+    fitted = [p for _, p in _points(framework, {"mlp", "lenet5"})]
+    learned = fit(fitted)
+    assert learned is not None and learned.points == 6
+    median_rate = sorted(p.macs_per_sample * p.batch_size / p.step_s for p in fitted)[2:4]
+    checked = _points(framework, {"mnist_cnn"})
+    assert len(checked) == 3
+    ratios, nearer = [], []
+    for _, p in checked:
+        ratio = p.step_s / learned.step_s(p.macs_per_sample, p.params, p.batch_size)
+        assert 1 / learned.factor <= ratio <= learned.factor, (p, ratio, learned)
+        before = p.step_s / (p.macs_per_sample * p.batch_size / (sum(median_rate) / 2))
+        ratios.append(ratio)
+        nearer.append(abs(math.log(ratio)) < abs(math.log(before)))
+    assert 1 / 2 <= sorted(ratios)[1] <= 2
+    assert all(nearer) == (framework != "paddle")
+    assert fit([p for _, p in _points(framework, {"mlp"})][:2]) is None  # too few: the median rate stands in
+
+
+def test_the_cache_learns_from_a_completed_run(tmp_path: Path) -> None:
+    """A run chosen on the MACs model's estimate completes; the registry keeps predicted and actual, the cache
+    takes the run's own figures, and the next estimate of the graph is within 25% of what the run took."""
+    home = tmp_path / "home"
+    registry = RunRegistry(home=home)
+    cache = SpeedCache(home, "alice")
+    spec = mnist()
+    from schedulers.selector import select
+
+    before = select(spec, validate(spec), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache),
+                    require="keras")
+    chosen = before.candidates[0]
+    assert chosen.speed_source == "model"
+    run = registry.create_run(user="alice", spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework="keras",
+                              scheduler="slurm", partition=chosen.partition, selection=before.to_dict())
+    registry.mark_submitted(run.id, "42")
+    submitted = registry.get(run.id).submitted
+    registry.record_status(run.id, JobStatus("42", RunState.RUNNING, started=submitted + 2.0))
+    timings = {"startup_s": 3.0, "val_s": 2.4, "checkpoint_s": 1.3, "train_s": 20.0, "end_s": 1.5, "steps": 276}
+    (run.run_dir / "result.json").write_text(json.dumps({"status": "completed", "framework": "keras", "steps": 276,
+                                                         "epochs": 12, "elapsed": 28.2, "timings": timings}))
+    registry.record_status(run.id, JobStatus("42", RunState.COMPLETED, exit_code=0, started=submitted + 2.0,
+                                             ended=submitted + 36.2))
+    learned = learn_from_run(registry, run.id)
+    assert learned is not None and learned.source == f"run {run.id}"
+    assert learned.step_s == pytest.approx(20.0 / 276) and learned.launch_s == pytest.approx(6.0)
+    assert (learned.val_s, learned.checkpoint_s) == (pytest.approx(0.2), pytest.approx(0.1))
+    [acc] = accuracy(registry, "alice")
+    assert (acc["framework"], acc["runs"]) == ("keras", 1)
+    assert acc["median_ratio"] == pytest.approx(36.2 / chosen.finish_s)
+    after = select(spec, validate(spec), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache),
+                   require="keras")
+    again = after.candidates[0]
+    assert again.speed_source == "measured" and again.speed_key == chosen.speed_key
+    assert again.finish_s == pytest.approx(36.2, rel=0.25)  # the run's 34.2 s once started, and no wait here
+    assert abs(again.finish_s - 36.2) < abs(chosen.finish_s - 36.2)
+    assert accuracy(registry, "bob") == [] and time.time() > submitted
+
+
+def test_before_calibration_the_estimate_comes_from_other_graphs_on_these_nodes(tmp_path: Path) -> None:
+    """Three other graphs measured on these nodes (the MNIST CNN at other batch sizes): a graph never measured
+    gets its step time from the fit, says so, and shows how far off it may be."""
+    cache = SpeedCache(tmp_path)
+    analysis = validate(mnist())
+    for batch, step_s in ((16, 0.02), (32, 0.035), (128, 0.125)):
+        doc = mnist().model_dump(mode="json")
+        doc["data"]["batch_size"] = batch
+        record(cache, spec_from_dict(doc), "torch", batch / step_s, hardware=HW, params=analysis.total_params,
+               batch_size=batch, conv_macs_per_sample=train_conv_macs_per_sample(analysis))
+    from schedulers.selector import select
+
+    sel = select(mnist(), analysis, REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
+                 require="torch")
+    c = sel.candidates[0]
+    assert c.speed_source == "model" and "learned MACs model" in c.speed_note and "fitted to 3 other graph(s)" \
+        in c.speed_note
+    assert 64 / c.samples_per_s == pytest.approx(0.005 + 64 * 0.00094, rel=0.1)  # the fit's line at batch 64
+    assert c.low_s < c.finish_s < c.high_s and "could be" in c.reason
+
+
+@pytest.mark.parametrize("framework", ["keras", "paddle"])
+def test_a_graph_never_calibrated_gets_its_frameworks_measured_rates_with_their_uncertainty(
+        framework: str, tmp_path: Path) -> None:
+    """The recorded keras (paddle) step times of the MLP and LeNet-5 in the user's cache as calibration jobs left
+    them: the MNIST CNN on that framework, never measured, gets its speed from the fit of those six, says so, and
+    its range of step times holds the step time recorded for it at batch 64."""
+    cache = SpeedCache(tmp_path)
+    rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
+    for r in (r for r in rows if r["framework"] == framework and r["pipeline"] != "mnist_cnn"):
+        doc = zoo.template(r["pipeline"]).model_dump(mode="json")
+        doc["data"]["batch_size"] = r["batch_size"]
+        spec = spec_from_dict(doc)
+        record(cache, spec, framework, r["batch_size"] / r["step_s"], hardware=HW, step_s=r["step_s"],
+               params=validate(spec).total_params, batch_size=r["batch_size"])
+    from schedulers.selector import select
+
+    sel = select(mnist(), validate(mnist()), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
+                 require=framework)
+    c = sel.candidates[0]
+    assert c.speed_source == "model" and "fitted to 6 other graph(s)" in c.speed_note, c.speed_note
+    factor = float(c.speed_note.split("within x")[1].split()[0])
+    [actual] = [r["step_s"] for r in rows if (r["framework"], r["pipeline"], r["batch_size"]) ==
+                (framework, "mnist_cnn", 64)]
+    assert 1 / factor <= actual / (64 / c.samples_per_s) <= factor
+    assert c.low_s < c.finish_s < c.high_s and "could be" in c.reason and "from the MACs model" in c.reason
+
+
+def _complete(registry: RunRegistry, selection: dict, framework: str, took_s: float) -> str:
+    """A run of mnist() on ``framework`` (partition cpu) submitted with ``selection``, COMPLETED after ``took_s``
+    with the steps its estimate counted, and learned from."""
+    spec = mnist()
+    run = registry.create_run(user="alice", spec_json=spec.to_json(), spec_hash=spec.spec_hash(), framework=framework,
+                              scheduler="slurm", partition="cpu", selection=selection, name=spec.name)
+    registry.mark_submitted(run.id, "7")
+    submitted = registry.get(run.id).submitted
+    (run.run_dir / "result.json").write_text(json.dumps({"status": "completed", "steps": 276, "epochs": 12,
+                                                         "timings": {"steps": 276, "train_s": took_s / 2}}))
+    registry.record_status(run.id, JobStatus("7", RunState.COMPLETED, exit_code=0, started=submitted,
+                                             ended=submitted + took_s))
+    learn_from_run(registry, run.id)
+    return run.id
+
+
+def test_the_ranking_check_finds_frameworks_that_finished_in_another_order_than_the_estimates_apart(
+        tmp_path: Path) -> None:
+    """keras ~19 s (12–38 s), torch ~21 s (13–40 s), paddle ~56 s (42–84 s): keras and torch are within each other's
+    uncertainty (either may finish first), paddle is apart from both. A paddle run that took 15 s is a ranking the
+    estimates got wrong, and is named; the next paddle run, 60 s, puts both pairs back in the predicted order."""
+    home = tmp_path / "home"
+    registry = RunRegistry(home=home)
+    cache = SpeedCache(home, "alice")
+    spec = mnist()
+    for fw, rate in (("torch", 1760.0), ("keras", 2130.0), ("paddle", 410.0)):
+        record(cache, spec, fw, rate, hardware=HW)
+    from schedulers.selector import select
+
+    selection = select(spec, validate(spec), REPORTS, idle(), support=all_supported,
+                       speeds=SpeedBook(cache, now=NOW)).to_dict()
+    for fw, took in (("keras", 20.0), ("torch", 18.0), ("paddle", 15.0)):
+        _complete(registry, selection, fw, took)
+    pairs = {(p["sooner"], p["later"]): p for p in rankings(registry, "alice")}
+    assert set(pairs) == {("keras", "torch"), ("keras", "paddle"), ("torch", "paddle")}
+    assert not pairs["keras", "torch"]["apart"] and not pairs["keras", "torch"]["agrees"]  # a toss-up, said so
+    assert pairs["keras", "paddle"]["apart"] and not pairs["keras", "paddle"]["agrees"]
+    assert ranking_words(list(pairs.values())).splitlines() == [
+        "ranking: 3 pair(s) of frameworks run on one pipeline; 2 told apart by the estimates (ranges apart), 0 of "
+        "them finished in the predicted order; 1 within the uncertainty (either could finish first)",
+        "  wrong order: mnist_cnn: keras predicted 19 s against paddle 56 s, took 20 s against 15 s",
+        "  wrong order: mnist_cnn: torch predicted 21 s against paddle 56 s, took 18 s against 15 s"]
+    _complete(registry, selection, "paddle", 60.0)
+    again = rankings(registry, "alice")
+    assert len(again) == 3 and all(p["agrees"] for p in again if p["apart"])
+    assert rankings(registry, "bob") == []
+
+
+RUNS = Path(__file__).parent / "data" / "estimate_runs.json"
+
+
+def _derived(framework: str, pipelines: set[str]) -> Defaults | None:
+    recorded = json.loads(RUNS.read_text(encoding="utf-8"))
+    return derive([c for c in recorded["calibrations"] if c["framework"] == framework and c["pipeline"] in pipelines])
+
+
+def test_a_fresh_home_estimates_a_zoo_pipeline_within_2x_from_defaults_derived_from_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first graph in a fresh home (no measurement at all) is estimated from its framework's shipped defaults
+    (schedulers/shipped.py). Derived here, as the shipped ones are, from the recorded calibration jobs
+    (tests/schedulers/data/estimate_runs.json) of two of the zoo's small pipelines, they estimate the third's whole
+    run, for each framework and each pipeline in turn. Of the seven runs of a minute or more (bench/estimates.py),
+    five are within a factor of 2 (torch 0.6-1.8, keras 0.9-1.8); paddle is not: its MLP 143 s predicted against
+    68.6 s (2.1x) and its MNIST CNN 24.5 s against 102 s (4.2x): a step-time line through two of these three graphs
+    does not carry to the third on paddle (the MLP's and LeNet-5's steps are its fixed cost, the CNN's its MACs).
+    Said here, not hidden. The old default (10 GMAC/s per core, 5 s of start-up) was 6x off on the MNIST CNN with
+    torch. The shipped table is what derive() makes of all three (re-derive it when the records change)."""
+    recorded = json.loads(RUNS.read_text(encoding="utf-8"))
+    pipelines = {"mlp", "lenet5", "mnist_cnn"}
+    from schedulers.selector import select
+
+    ratios = {}
+    for framework in ("torch", "keras", "paddle"):
+        assert SHIPPED[framework] == _derived(framework, pipelines)
+        for held_out in sorted(pipelines):
+            monkeypatch.setitem(SHIPPED, framework, _derived(framework, pipelines - {held_out}))
+            [run] = [r for r in recorded["runs"] if (r["pipeline"], r["framework"]) == (held_out, framework)]
+            if run["actual_s"] < 60:  # the issue's bar is for runs of a minute or more
+                continue
+            doc = zoo.template(held_out).model_dump(mode="json")
+            doc["training"]["epochs"] = run["epochs"]
+            spec = spec_from_dict(doc)
+            sel = select(spec, validate(spec), REPORTS, idle(), support=all_supported,
+                         speeds=SpeedBook(SpeedCache(tmp_path / framework / held_out), now=NOW), require=framework)
+            c = sel.candidates[0]
+            assert c.speed_source == "model" and f"shipped {framework} defaults measured on" in c.speed_note
+            assert c.estimate["sources"]["startup"].startswith("launch shipped default")
+            ratios[framework, held_out] = run["actual_s"] / c.finish_s
+    assert len(ratios) == 7  # the MLP on keras and LeNet-5 on paddle took under a minute
+    off = {k for k, v in ratios.items() if not 1 / 2 <= v <= 2}
+    assert off == {("paddle", "mlp"), ("paddle", "mnist_cnn")}, ratios
