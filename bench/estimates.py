@@ -1,12 +1,14 @@
 """The selector's time to result against reality: predicted and actual for the zoo's small pipelines.
 
     .venv/bin/python bench/estimates.py [--pipelines mnist_cnn,mlp,lenet5] [--frameworks torch,keras,paddle]
-                                        [--epochs N | --target-s S] [--steps N] [--scheduler local|slurm]
+                                        [--epochs N | --target-s S [--epochs-by middle|slowest]] [--steps N]
+                                        [--scheduler local|slurm]
                                         [--record calibrations.json] [--rows rows.json]
 
 Every framework runs the same spec (the same epochs) of a pipeline, so that their ranking can be checked.
 ``--target-s 90`` chooses each pipeline's epochs so that the middle framework's estimate after calibration is
-about 90 s (runs of a minute or more: the issue's bar; the faster frameworks take less, the slower more); the
+about 90 s (runs of a minute or more: the issue's bar; the faster frameworks take less, the slower more;
+``--epochs-by slowest``: the slowest framework's, every run about that long or less); the
 estimate before calibration, taken at one and two epochs, is carried to that count (every part is affine in the
 epochs). After each row, a ``phases`` line sets the estimate's parts beside the run's own timings (result.json):
 wait, start-up (launch + data and model), training, validation, checkpoints, end.
@@ -90,12 +92,13 @@ def epochs_for(target_s: float, one: Candidate, two: Candidate, most: int) -> in
     return min(max(round((target_s - one.finish_s) / per_epoch) + 1, 1), most)
 
 
-def same_epochs(target_s: float, estimates: list[tuple[Candidate, Candidate]], most: int) -> int:
-    """One pipeline's epochs for every framework: those whose estimate after calibration is about ``target_s`` for
-    the middle framework (the median of each framework's own count), so that the frameworks run the same spec and
-    their ranking can be checked; the faster ones take less, the slower more."""
+def same_epochs(target_s: float, estimates: list[tuple[Candidate, Candidate]], most: int, by: str = "middle") -> int:
+    """One pipeline's epochs for every framework, so that the frameworks run the same spec and their ranking can be
+    checked: those whose estimate after calibration is about ``target_s`` for the middle framework (``by="middle"``:
+    the median of each framework's own count; the faster ones take less, the slower more) or for the slowest
+    (``by="slowest"``: the fewest; every run about ``target_s`` or less, the bench's time bounded)."""
     counts = sorted(epochs_for(target_s, one, two, most) for one, two in estimates)
-    return counts[(len(counts) - 1) // 2]
+    return counts[0] if by == "slowest" else counts[(len(counts) - 1) // 2]
 
 
 def ranking_table(rows: list[tuple]) -> str:
@@ -153,6 +156,8 @@ def main() -> int:
     parser.add_argument("--target-s", type=float, default=None,
                         help="choose each pipeline's epochs (the same in every framework) so that the middle "
                              "framework's estimate after calibration is about this long")
+    parser.add_argument("--epochs-by", choices=("middle", "slowest"), default="middle",
+                        help="whose estimate --target-s sets: the middle framework's or the slowest's")
     parser.add_argument("--max-epochs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per calibration job")
     parser.add_argument("--scheduler", choices=("local", "slurm"), default="local")
@@ -199,7 +204,8 @@ def main() -> int:
                     print(f"{name} {fw}: {exc}", file=sys.stderr)
             epochs = args.epochs
             if args.target_s is not None and calibrated:
-                epochs = same_epochs(args.target_s, [(a1, a2) for *_, a1, a2 in calibrated.values()], args.max_epochs)
+                epochs = same_epochs(args.target_s, [(a1, a2) for *_, a1, a2 in calibrated.values()], args.max_epochs,
+                                     args.epochs_by)
             run_spec = checked(epochs)  # the same spec in every framework: their runs can be ranked
             for fw, (b1, b2, rate, _, _) in calibrated.items():
                 try:
