@@ -187,12 +187,19 @@ def main() -> int:
 
             one_epoch, two_epochs = checked(1), checked(2)
             analysis = one_epoch.analysis
-            calibrated: dict[str, tuple[Candidate, Candidate, float, Candidate, Candidate]] = {}
-            for fw in args.frameworks.split(","):  # every framework calibrated first: the epochs are chosen once
+            befores = {}  # every framework's estimate before any calibration of this pipeline (a fresh home's first
+            for fw in args.frameworks.split(","):  # pipeline: all three from the shipped defaults)
                 try:
                     before = best(one_epoch, fw)
-                    b1, b2 = chosen(before), chosen(best(two_epochs, fw))
-                    rate, _ = speed_book(settings, user).model_rate(fw, b1.hardware, before.resources, False)
+                    befores[fw] = (before, chosen(best(two_epochs, fw)),
+                                   speed_book(settings, user).model_rate(fw, chosen(before).hardware,
+                                                                         before.resources, False)[0])
+                except SchedulerError as exc:
+                    print(f"{name} {fw}: {exc}", file=sys.stderr)
+            calibrated: dict[str, tuple[Candidate, Candidate, float, Candidate, Candidate]] = {}
+            for fw, (before, b2, rate) in befores.items():  # every framework calibrated first: the epochs are chosen once
+                b1 = chosen(before)
+                try:
                     [r] = calibrate_selection(one_epoch.spec, analysis, replace(before, candidates=[b1]),
                                               scheduler=args.scheduler, executors=executors, settings=settings,
                                               force=True)
