@@ -1,29 +1,35 @@
 """The selector's time to result against reality: predicted and actual for the zoo's small pipelines.
 
     .venv/bin/python bench/estimates.py [--pipelines mnist_cnn,mlp,lenet5] [--frameworks torch,keras,paddle]
-                                        [--epochs N | --target-s S] [--steps N] [--scheduler local|slurm]
+                                        [--epochs N | --target-s S [--epochs-by middle|slowest]] [--steps N]
+                                        [--scheduler local|slurm]
                                         [--record calibrations.json] [--rows rows.json]
 
-``--target-s 90`` chooses each run's epochs so that its estimate after calibration is about 90 s (runs of a
-minute or more: the issue's bar); the estimate before calibration, taken at one and two epochs, is carried to
-that count (every part is affine in the epochs). After each row, a ``phases`` line sets the estimate's parts
-beside the run's own timings (result.json): wait, start-up (launch + data and model), training, validation,
-checkpoints, end.
+Every framework runs the same spec (the same epochs) of a pipeline, so that their ranking can be checked.
+``--target-s 90`` chooses each pipeline's epochs so that the middle framework's estimate after calibration is
+about 90 s (runs of a minute or more: the issue's bar; the faster frameworks take less, the slower more;
+``--epochs-by slowest``: the slowest framework's, every run about that long or less); the
+estimate before calibration, taken at one and two epochs, is carried to that count (every part is affine in the
+epochs). After each row, a ``phases`` line sets the estimate's parts beside the run's own timings (result.json):
+wait, start-up (launch + data and model), training, validation, checkpoints, end.
 
 For each pipeline (in order: a later one's estimate before calibration learns from the earlier ones'
-measurements, as a user's cache does) and each framework, one after another:
+measurements, as a user's cache does):
 
-1. the estimate **before** calibration (the learned MACs model, or the defaults for the first pipeline);
-2. a calibration job; the estimate **after** it;
-3. the run itself (``run --framework F``), waited for: **actual** = submission to the job's end, as the
-   registry records it (the run then teaches the cache: :mod:`schedulers.learning`).
+1. for each framework, one after another: the estimate **before** calibration (the learned MACs model, or the
+   shipped defaults for the first pipeline), then a calibration job; then the epochs, once for all frameworks;
+2. for each framework: the estimate **after** calibration, and the run itself (``run --framework F``), waited
+   for: **actual** = submission to the job's end, as the registry records it (the run then teaches the cache:
+   :mod:`schedulers.learning`).
 
 Each estimate is printed twice: ``old`` is the formula before the whole run was modelled (wait + the
 calibration's start-up + epochs x samples / samples per second; the default MACs rate before
 calibration) and ``new`` is :mod:`schedulers.estimate`'s, with its range. The ratio is actual / predicted.
-At the end: how many runs of a minute or more were within 25% after calibration and within 2x before it, and
-the ranking check (:func:`schedulers.learning.rankings`: pairs of frameworks the estimates told apart, and
-whether they finished in that order).
+At the end: how many runs of a minute or more were within 25% after calibration and within 2x before it; the
+ranking table (every pair of frameworks on one pipeline: whether their actual times differ by more than 25%, and
+then whether the estimates after and before calibration put them in the order they finished); and the registry's
+ranking check (:func:`schedulers.learning.rankings`: pairs of frameworks the estimates told apart, and whether
+they finished in that order).
 The machine's load (``uptime``) is printed before and after: timings on a shared machine are noisy.
 Uses a temporary FLOWTRAIN_HOME; ``--scheduler slurm`` needs the dev cluster (``scripts/devcluster.sh env``).
 """
@@ -48,7 +54,7 @@ from core.load import spec_from_dict  # noqa: E402
 from schedulers.base import SchedulerError  # noqa: E402
 from schedulers.calibration import calibrate_selection  # noqa: E402
 from schedulers.launch import Executors, check, launch, plan, speed_book, wait_for_run  # noqa: E402
-from schedulers.learning import ranking_words, rankings  # noqa: E402
+from schedulers.learning import order_matches, ranking_words, rankings  # noqa: E402
 from schedulers.registry.runs import RunRegistry  # noqa: E402
 from schedulers.selector import Candidate, Selection  # noqa: E402
 from schedulers.speed import SpeedCache, train_macs_per_sample  # noqa: E402
@@ -86,6 +92,42 @@ def epochs_for(target_s: float, one: Candidate, two: Candidate, most: int) -> in
     return min(max(round((target_s - one.finish_s) / per_epoch) + 1, 1), most)
 
 
+def same_epochs(target_s: float, estimates: list[tuple[Candidate, Candidate]], most: int, by: str = "middle") -> int:
+    """One pipeline's epochs for every framework, so that the frameworks run the same spec and their ranking can be
+    checked: those whose estimate after calibration is about ``target_s`` for the middle framework (``by="middle"``:
+    the median of each framework's own count; the faster ones take less, the slower more) or for the slowest
+    (``by="slowest"``: the fewest; every run about ``target_s`` or less, the bench's time bounded)."""
+    counts = sorted(epochs_for(target_s, one, two, most) for one, two in estimates)
+    return counts[0] if by == "slowest" else counts[(len(counts) - 1) // 2]
+
+
+def ranking_table(rows: list[tuple]) -> str:
+    """Every pair of frameworks run on one pipeline (the same epochs): their actual times, the estimates after and
+    before calibration, whether the actual times differ by more than 25%, and then whether each estimate put them
+    in the order they finished (``-``: within 25%, either could be first)."""
+    lines = [f"{'pipeline':<10}{'pair':<15}{'actual s':>14}{'after s':>14}{'before s':>14}{'differ>25%':>12}"
+             f"{'after':>7}{'before':>8}"]
+    agreed = {"after": [], "before": []}
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if (b[0], b[2]) != (a[0], a[2]):
+                continue
+            actual = (a[11], b[11])
+            after, before = order_matches((a[8], b[8]), actual), order_matches((a[4], b[4]), actual)
+            cells = []
+            for key, match in (("after", after), ("before", before)):
+                if match is not None:
+                    agreed[key].append(match)
+                cells.append("-" if match is None else ("yes" if match else "NO"))
+            lines.append(f"{a[0]:<10}{a[1] + '/' + b[1]:<15}{f'{a[11]:.1f}/{b[11]:.1f}':>14}"
+                         f"{f'{a[8]:.1f}/{b[8]:.1f}':>14}{f'{a[4]:.1f}/{b[4]:.1f}':>14}"
+                         f"{'yes' if after is not None else 'no':>12}{cells[0]:>7}{cells[1]:>8}")
+    n = len(agreed["after"])
+    lines.append(f"ranking where actual times differ by more than 25%: {n} pair(s); in the predicted order after "
+                 f"calibration {sum(agreed['after'])}, before {sum(agreed['before'])}")
+    return "\n".join(lines)
+
+
 def phases(a: Candidate, run: Any, result: dict[str, Any] | None) -> str:
     """The run's own timings (result.json) beside the estimate's parts: where a miss comes from. Predicted
     start-up holds the launch, the data and model and the warm-up's compilation; the run's warm-up is in
@@ -112,7 +154,10 @@ def main() -> int:
     parser.add_argument("--frameworks", default="torch,keras,paddle")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of every run (unless --target-s)")
     parser.add_argument("--target-s", type=float, default=None,
-                        help="choose each run's epochs so that its estimate after calibration is about this long")
+                        help="choose each pipeline's epochs (the same in every framework) so that the middle "
+                             "framework's estimate after calibration is about this long")
+    parser.add_argument("--epochs-by", choices=("middle", "slowest"), default="middle",
+                        help="whose estimate --target-s sets: the middle framework's or the slowest's")
     parser.add_argument("--max-epochs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per calibration job")
     parser.add_argument("--scheduler", choices=("local", "slurm"), default="local")
@@ -142,24 +187,37 @@ def main() -> int:
 
             one_epoch, two_epochs = checked(1), checked(2)
             analysis = one_epoch.analysis
-            for fw in args.frameworks.split(","):
+            befores = {}  # every framework's estimate before any calibration of this pipeline (a fresh home's first
+            for fw in args.frameworks.split(","):  # pipeline: all three from the shipped defaults)
                 try:
                     before = best(one_epoch, fw)
-                    b1, b2 = chosen(before), chosen(best(two_epochs, fw))
-                    rate, _ = speed_book(settings, user).model_rate(fw, b1.hardware, before.resources, False)
+                    befores[fw] = (before, chosen(best(two_epochs, fw)),
+                                   speed_book(settings, user).model_rate(fw, chosen(before).hardware,
+                                                                         before.resources, False)[0])
+                except SchedulerError as exc:
+                    print(f"{name} {fw}: {exc}", file=sys.stderr)
+            calibrated: dict[str, tuple[Candidate, Candidate, float, Candidate, Candidate]] = {}
+            for fw, (before, b2, rate) in befores.items():  # every framework calibrated first: the epochs are chosen once
+                b1 = chosen(before)
+                try:
                     [r] = calibrate_selection(one_epoch.spec, analysis, replace(before, candidates=[b1]),
                                               scheduler=args.scheduler, executors=executors, settings=settings,
                                               force=True)
                     if r.outcome != "measured":
                         print(f"{name} {fw}: calibration {r.outcome}: {r.detail}", file=sys.stderr)
                         continue
-                    epochs = args.epochs
-                    if args.target_s is not None:
-                        epochs = epochs_for(args.target_s, chosen(best(one_epoch, fw)), chosen(best(two_epochs, fw)),
-                                            args.max_epochs)
+                    calibrated[fw] = (b1, b2, rate, chosen(best(one_epoch, fw)), chosen(best(two_epochs, fw)))
+                except SchedulerError as exc:  # a shared dev cluster restarted under the bench: the rest goes on
+                    print(f"{name} {fw}: {exc}", file=sys.stderr)
+            epochs = args.epochs
+            if args.target_s is not None and calibrated:
+                epochs = same_epochs(args.target_s, [(a1, a2) for *_, a1, a2 in calibrated.values()], args.max_epochs,
+                                     args.epochs_by)
+            run_spec = checked(epochs)  # the same spec in every framework: their runs can be ranked
+            for fw, (b1, b2, rate, _, _) in calibrated.items():
+                try:
                     nb, lb, hb = at_epochs(b1, b2, epochs)
                     old_before = old_estimate(b1, 0.0, rate / train_macs_per_sample(analysis), epochs)
-                    run_spec = checked(epochs)
                     after = best(run_spec, fw)
                     a = chosen(after)
                     m = SpeedCache(home, user).get(a.speed_key)
@@ -182,6 +240,7 @@ def main() -> int:
                 except SchedulerError as exc:  # a shared dev cluster restarted under the bench: the rest goes on
                     print(f"{name} {fw}: {exc}", file=sys.stderr)
         print(summary(rows))
+        print(ranking_table(rows))
         print(ranking_words(rankings(registry, user)) if rows else "ranking: no runs")
     print(f"load after: {uptime()}")
     return 0 if rows else 1
@@ -204,7 +263,7 @@ def summary(rows: list[tuple]) -> str:
 def record(path: Path, measurements: list[tuple[str, Any]]) -> None:
     """The cache's calibration figures (graph features and terms), for tests/schedulers/data/."""
     keep = ("framework", "hardware", "macs_per_sample", "params", "batch_size", "step_s", "startup_s", "launch_s",
-            "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "source")
+            "warmup_s", "val_first_s", "val_s", "val_samples", "checkpoint_first_s", "checkpoint_s", "end_s", "source")
     path.write_text(json.dumps([{"pipeline": name} | {k: getattr(m, k) for k in keep} for name, m in measurements],
                                indent=1) + "\n")
 

@@ -224,12 +224,13 @@ def run_calibration(
 
 def whole_run_terms(doc: dict[str, Any], status: JobStatus, submitted: float, seen_ended: float) -> dict[str, Any]:
     """The calibration job's other terms of a whole run (schedulers/estimate.py): what its program timed
-    (a validation pass, a checkpoint, the final model; absent from programs older than these figures) and
+    (a first and a steady validation pass and checkpoint, the final model; absent from programs older than
+    these figures: a program before the first ones were timed apart gives only its single pass and write) and
     the launch: the job's time from start to end less the program's own clock (the interpreter, the
     framework's import, the process's exit), where the scheduler says when the job started."""
-    terms: dict[str, Any] = {"warmup_s": _number(doc, "warmup_s"), "val_s": _number(doc, "val_s"),
-                             "val_samples": int(doc.get("val_samples") or 0),
-                             "checkpoint_s": _number(doc, "checkpoint_s"), "end_s": _number(doc, "end_s")}
+    terms: dict[str, Any] = {name: _number(doc, name) for name in ("warmup_s", "val_first_s", "val_s",
+                                                                    "checkpoint_first_s", "checkpoint_s", "end_s")}
+    terms["val_samples"] = int(doc.get("val_samples") or 0)
     elapsed = _number(doc, "elapsed")
     began = status.started if status.started else submitted
     finished = status.ended if status.ended else seen_ended

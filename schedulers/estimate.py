@@ -8,8 +8,10 @@
   data's loading, indexing and normalisation pass and the model's build (``startup_s``), and the warm-up
   steps beyond their steady time (compilation, tracing: ``warmup_s``).
 - **training**: epochs x training samples / samples per second (:mod:`schedulers.speed`).
-- **validation**: one pass over the validation split after every epoch, and the test split once.
-- **checkpoints**: one write per epoch and per ``every_steps`` (as the program's loop writes them).
+- **validation**: one pass over the validation split after every epoch, and the test split once; the first
+  pass's excess over a steady one (keras traces its evaluation there) once, where the calibration timed both.
+- **checkpoints**: one write per epoch and per ``every_steps`` (as the program's loop writes them); the first
+  write's excess (one-off costs) once, as for validation.
 - **end**: the final model (with its ONNX export where the program writes one).
 
 Each term comes from the calibration job of this graph where it measured it, else from the user's other
@@ -110,6 +112,14 @@ def _term(measured: float | None, peers: Sequence[Measurement], of: Callable[[Me
     return default * scale, DEFAULT_TERM_FACTOR, label
 
 
+def _first_once(term: Term, first: float | None, steady: float | None, done: bool) -> Term:
+    """A measured term counted at its steady figure, plus once what its first time took beyond it (keras's first
+    validation pass traces the evaluation, a first checkpoint write pays one-off costs): first + (n - 1) x steady."""
+    if not done or first is None or steady is None or term[2] != "measured":
+        return term
+    return term[0] + max(first - steady, 0.0), term[1], term[2]
+
+
 def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Speed, train_samples: int,
              total_samples: int | None, wait_s: float | None, world: int = 1) -> Estimate:
     """The whole run for ``speed`` (a measurement of this graph, or the MACs model and the peers)."""
@@ -125,10 +135,12 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
     warm = _term(warm_measured, peers, lambda p: None if p.warmup_s is None else max(p.warmup_s - WARMUP_STEPS * p.step_s, 0.0),
                  d.warmup_s if d else 0.0, label=SHIPPED_LABEL if d else "default")
     per_val = m.val_s / m.val_samples if m and m.val_s is not None and m.val_samples else None
-    val = _term(per_val, (), lambda p: None, step_s / max(spec.data.batch_size, 1) * EVAL_SHARE,
-                n.val_passes * n.val_samples + n.test_samples)
+    evaluated = n.val_passes * n.val_samples + n.test_samples
+    val = _first_once(_term(per_val, (), lambda p: None, step_s / max(spec.data.batch_size, 1) * EVAL_SHARE,
+                            evaluated), m.val_first_s if m else None, m.val_s if m else None, evaluated > 0)
     ckpt_default = 0.05 + analysis.total_params * CHECKPOINT_BYTES_PER_PARAM / DISK_BYTES_PER_S
-    ckpt = _term(m.checkpoint_s if m else None, (), lambda p: None, ckpt_default, n.checkpoints)
+    ckpt = _first_once(_term(m.checkpoint_s if m else None, (), lambda p: None, ckpt_default, n.checkpoints),
+                       m.checkpoint_first_s if m else None, m.checkpoint_s if m else None, n.checkpoints > 0)
     end = _term(m.end_s if m else None, peers, lambda p: p.end_s, DEFAULT_END_S + ckpt_default)
     train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9), speed.factor,
              "measured" if speed.measured else "MACs model")

@@ -122,12 +122,28 @@ def accuracy(registry: RunRegistry, user: str) -> list[dict[str, Any]]:
     return out
 
 
+DIFFER = 1.25  # two runs' times differ when the longer took more than 25% longer: then their order must be predicted
+
+
+def times_differ(a: float, b: float) -> bool:
+    return max(a, b) > DIFFER * min(a, b)
+
+
+def order_matches(predicted: tuple[float, float], actual: tuple[float, float]) -> bool | None:
+    """Whether of two runs the one predicted sooner finished sooner; ``None`` where their actual times are within
+    25% of each other (either could have been first: no order to get right, the issue's bar)."""
+    if not times_differ(*actual):
+        return None
+    return (predicted[0] <= predicted[1]) == (actual[0] <= actual[1])
+
+
 def rankings(registry: RunRegistry, user: str) -> list[dict[str, Any]]:
     """Whether the estimates ranked the frameworks as the runs then finished: every pair of the user's completed,
     comparable runs of one spec (the same spec hash) on two frameworks (each framework's latest run), with both
     predictions, ranges and actual times. ``apart``: the predicted ranges do not overlap (the estimates said which
-    finishes first); ``agrees``: the one predicted sooner finished sooner. A pair apart that does not agree is a
-    ranking the selector got wrong beyond its stated uncertainty."""
+    finishes first); ``agrees``: the one predicted sooner finished sooner; ``differ``: the actual times differ by more
+    than 25% (:data:`DIFFER`). A pair apart, or whose times differ, that does not agree is a ranking the selector
+    got wrong."""
     rows = registry.db.conn().execute(
         "SELECT e.framework, e.partition, e.predicted_s, e.low_s, e.high_s, e.actual_s, e.actual, r.spec_hash, "
         "r.name FROM estimates e JOIN runs r ON r.id = e.run_id WHERE e.user=? ORDER BY e.recorded DESC",
@@ -148,18 +164,23 @@ def rankings(registry: RunRegistry, user: str) -> list[dict[str, Any]]:
                         "range_s": [[first["low_s"], first["high_s"]], [second["low_s"], second["high_s"]]],
                         "actual_s": [first["actual_s"], second["actual_s"]],
                         "apart": ranges and first["high_s"] < second["low_s"],
-                        "agrees": first["actual_s"] <= second["actual_s"]})
+                        "agrees": first["actual_s"] <= second["actual_s"],
+                        "differ": times_differ(first["actual_s"], second["actual_s"])})
     return out
 
 
 def ranking_words(pairs: list[dict[str, Any]]) -> str:
     """``ranking: 3 pair(s) of frameworks on one pipeline; 2 told apart by the estimates, 2 of them in the
-    predicted order; 1 within the uncertainty`` and a line per pair in the wrong order."""
+    predicted order; 1 within the uncertainty``, how many of the pairs whose times differ by more than 25% finished
+    in the predicted order, and a line per pair in the wrong order (apart, or times differing)."""
     apart = [p for p in pairs if p["apart"]]
-    wrong = [p for p in apart if not p["agrees"]]
+    differing = [p for p in pairs if p.get("differ")]
+    wrong = [p for p in pairs if (p["apart"] or p.get("differ")) and not p["agrees"]]
     lines = [f"ranking: {len(pairs)} pair(s) of frameworks run on one pipeline; {len(apart)} told apart by the "
-             f"estimates (ranges apart), {len(apart) - len(wrong)} of them finished in the predicted order; "
-             f"{len(pairs) - len(apart)} within the uncertainty (either could finish first)"]
+             f"estimates (ranges apart), {sum(1 for p in apart if p['agrees'])} of them finished in the predicted "
+             f"order; {len(pairs) - len(apart)} within the uncertainty (either could finish first)",
+             f"ranking where the runs' times differ by more than 25%: {len(differing)} pair(s), "
+             f"{sum(1 for p in differing if p['agrees'])} of them in the predicted order"]
     lines += [f"  wrong order: {p['pipeline']}: {p['sooner']} predicted {p['predicted_s'][0]:.0f} s against "
               f"{p['later']} {p['predicted_s'][1]:.0f} s, took {p['actual_s'][0]:.0f} s against "
               f"{p['actual_s'][1]:.0f} s" for p in wrong]

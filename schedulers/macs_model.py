@@ -72,17 +72,20 @@ class StepFit:
                   "of the ones left out")
 
 
-def _solve(points: Sequence[Point]) -> np.ndarray:
+def _solve(points: Sequence[Point], overhead: float | None = None) -> np.ndarray:
     """Non-negative weighted least squares, exactly: with three coefficients, every subset of them set
-    free (the others zero) is solved, and the best solution without a negative coefficient wins."""
+    free (the others zero) is solved, and the best solution without a negative coefficient wins.
+    ``overhead``: the first coefficient held at that value, the others fitted to the rest of each step."""
     a = np.array([p.features() for p in points], dtype=float)
     b = np.array([p.step_s for p in points], dtype=float)
     scale = a.max(axis=0)
     scale[scale == 0] = 1.0
     aw, bw = (a / scale) / b[:, None], np.ones(len(points))  # relative errors: each row divided by its step time
+    free = range(a.shape[1])
+    if overhead is not None:
+        bw, free = bw - overhead / b, range(1, a.shape[1])
     best, best_err = np.zeros(a.shape[1]), float("inf")
-    for subset in itertools.chain.from_iterable(itertools.combinations(range(a.shape[1]), k)
-                                                for k in range(1, a.shape[1] + 1)):
+    for subset in itertools.chain.from_iterable(itertools.combinations(free, k) for k in range(1, len(free) + 1)):
         cols = list(subset)
         sol, *_ = np.linalg.lstsq(aw[:, cols], bw, rcond=None)
         if (sol < 0).any():
@@ -92,13 +95,20 @@ def _solve(points: Sequence[Point]) -> np.ndarray:
         err = float(np.sum((aw @ coef - bw) ** 2))
         if err < best_err - 1e-15:
             best, best_err = coef, err
+    if overhead is not None:
+        best[0] = overhead * scale[0]
     return best / scale
 
 
-def coefficients(points: Sequence[Point]) -> tuple[float, ...]:
+def coefficients(points: Sequence[Point], max_overhead: float | None = None) -> tuple[float, ...]:
     """The non-negative fit's coefficients without its uncertainty (which needs :data:`MIN_POINTS`): exact
-    through two points (schedulers/shipped.py)."""
-    return tuple(float(c) for c in _solve(points))
+    through two points (schedulers/shipped.py). ``max_overhead``: the per-step overhead at most this; where the
+    fit's is more, it is held there and the other two fitted to the rest of each step (the best fit within the
+    bound: the error is convex in the coefficients, so a bound the free fit exceeds is met at the bound)."""
+    coef = _solve(points)
+    if max_overhead is not None and coef[0] > max_overhead:
+        coef = _solve(points, overhead=max_overhead)
+    return tuple(float(c) for c in coef)
 
 
 def fit(points: Sequence[Point]) -> StepFit | None:

@@ -80,7 +80,7 @@ COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware"
 # The whole run's other terms (schedulers/estimate.py), kept as JSON in the ``terms`` column: one column,
 # so that a term added later needs no migration. None: not measured (the estimate models it and says so).
 TERMS = ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "params", "batch_size", "source",
-         "conv_macs_per_sample")
+         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s")
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,18 @@ class Measurement:
     user: str = ""  # whose calibration job measured it (set by SpeedCache.put)
     launch_s: float | None = None  # submission to the program's clock and its end to the job's: interpreter, imports
     warmup_s: float | None = None  # the warm-up steps (the first step's compilation or tracing included)
-    val_s: float | None = None  # one validation pass over val_samples
+    val_s: float | None = None  # one validation pass over val_samples (a steady one: not the first)
     val_samples: int = 0
-    checkpoint_s: float | None = None  # one checkpoint write
+    checkpoint_s: float | None = None  # one checkpoint write (a steady one: not the first)
     end_s: float | None = None  # the final model (and its ONNX export where the program writes one)
     params: int = 0  # the graph's parameters (the learned MACs model's second feature)
     batch_size: int = 0
     source: str = "calibration"  # or "run <id>": a completed run's own figures (schedulers/learning.py)
     conv_macs_per_sample: int = 0  # the convolutions' share of macs_per_sample (the learned model's op families)
+    # A run's first validation pass (keras traces its evaluation there) and first checkpoint write (one-off costs),
+    # timed apart from val_s and checkpoint_s, the steady ones; None: not timed apart (a completed run's averages)
+    val_first_s: float | None = None
+    checkpoint_first_s: float | None = None
 
     @property
     def macs_per_s(self) -> float:

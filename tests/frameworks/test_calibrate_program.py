@@ -1,0 +1,43 @@
+"""The generated program's ``--calibrate`` times what the selector's estimate of a whole run needs, the same way in
+every framework (templates/common/loop.py.j2, issue 26): a first and a steady validation pass (keras traces its
+evaluation in the first; a run's later passes are the second's) and a first and a steady checkpoint write (the
+first pays one-off costs), each timed apart, then the final model; and leaves nothing of them behind.
+Behaviour only: how long each took is bench/estimates.py's to measure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.codegen import generate
+from schedulers.base import JobStatus, RunState
+from schedulers.calibration import whole_run_terms
+from tests.data.fixtures import spec_with_data
+
+pytestmark = pytest.mark.frameworks
+
+ENV = {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": "", "PYTHONWARNINGS": "ignore",
+       "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_calibration_times_a_first_and_a_steady_validation_pass_and_checkpoint(tmp_path: Path, framework: str) -> None:
+    spec = spec_with_data({"source": "sklearn:iris", "validation_split": 0.2, "batch_size": 16})
+    generate(spec, framework).write(tmp_path)
+    proc = subprocess.run([sys.executable, "train.py", "--calibrate", "2"], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "calibration.json").read_text(encoding="utf-8"))
+    timed = {k: result.get(k) for k in ("val_first_s", "val_s", "checkpoint_first_s", "checkpoint_s", "end_s")}
+    assert all(isinstance(v, float) and v > 0 for v in timed.values()), result
+    assert result["val_samples"] == 30 and result["steps"] == 2
+    assert not (tmp_path / "calibration-probe").exists()  # both checkpoints and the model were removed
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "result.json").exists()
+    # what the calibration job makes of it: both figures of each, for the estimate (schedulers/estimate.py)
+    terms = whole_run_terms(result, JobStatus("1", RunState.COMPLETED, started=100.0, ended=200.0), 100.0, 200.0)
+    assert {k: terms[k] for k in timed} == timed and terms["val_samples"] == 30
