@@ -47,6 +47,9 @@ def commands(folder: Path, framework: str, ranks: int, steps: int, python: str) 
         return [([python, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port",
                   str(free_ports(1)), *train], env)]
     if framework == "paddle":
+        # paddle's launcher reads any CUDA_VISIBLE_DEVICES, an empty one too, as a list of GPUs ([""]) and
+        # fails to hand them out; without it, it finds the devices itself (a CPU build: the CPU, over gloo)
+        env = {name: value for name, value in env.items() if name != "CUDA_VISIBLE_DEVICES"}
         return [([python, "-m", "paddle.distributed.launch", "--nproc_per_node", str(ranks), "--log_dir",
                   str(folder / "launch"), *train], env)]
     base = free_ports(ranks + 1)  # Keras's workers listen on MASTER_PORT + 1 + rank

@@ -2,12 +2,14 @@
 
 The same canonical start weights, the same batches in the same order, no augmentation or dropout:
 the first step's loss is the same number in every framework, and the losses stay within 1e-4 and
-the weights within 1e-3 (relative) of torch's. The mlp holds that over the issue's 50 steps (it
-did not before paddle's Adam took torch's bias corrections: 1.6e-2 and 9.7e-3 then). mnist_cnn is
-checked over 10: over 50 its run is chaotic in float32 itself — torch started from weights one
-float32 ulp away ends 3.6e-2 (loss) and 2.9e-2 (weights) from torch (``--floor``), so no second
-program can hold 1e-3 there (docs/generated-program.md, "Lockstep training").
-Each case costs about a minute, nearly all of it the three programs' start-up.
+the weights within 1e-3 (relative) of torch's. The mlp holds that over the issue's 50 steps.
+mnist_cnn is checked over 30: its float32 rounding differences grow about tenfold every 12 steps
+(ReLU and max-pool kinks crossed differently; not a mismatch: paddle and Keras part from torch alike,
+and an optimizer rounding like torch's fused kernel bit for bit changes nothing), so after 50 steps
+Keras's and paddle's losses are 2.2e-4 and 1.9e-4 from torch's (weights 4.9e-4 and 5.0e-4, within
+1e-3), after 30 at most 3e-5 (docs/generated-program.md, "Lockstep training").
+Each case costs about a minute and a half on two idle cores, nearly all of it the three programs'
+start-up (mnist_cnn's 30 steps add about 10 s).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from core import zoo
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
-# the issue's 50 steps for the mlp; mnist_cnn over 10, as before (over 50 its own float32 floor is beyond the targets)
-STEPS = {"mlp": 50, "mnist_cnn": 10}
+# the issue's 50 steps for the mlp; mnist_cnn over 30 (over 50 its losses part by 2e-4: the module's docstring)
+STEPS = {"mlp": 50, "mnist_cnn": 30}
 
 
 @pytest.mark.parametrize("template", ["mlp", "mnist_cnn"])
