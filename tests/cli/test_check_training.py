@@ -49,3 +49,20 @@ def test_the_three_programs_train_in_lockstep(template: str, tmp_path: Path) -> 
         assert runs[framework]["loss_diff"] <= 1e-4, (framework, runs[framework])
         assert runs[framework]["weight_diff"] <= 1e-3, (framework, runs[framework])
     assert report["ok"] and proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_two_ranks_train_as_one_process_with_the_whole_batch(tmp_path: Path) -> None:
+    """--ranks 2: torch's program on two local processes (64 samples each a step, DDP over gloo) follows
+    torch's on one process with batches of 128, step for step (torch only: its launcher starts fastest;
+    Keras's and paddle's two-process runs are measured in docs/generated-program.md)."""
+    spec = tmp_path / "mlp.json"
+    spec.write_text(zoo.template("mlp").model_dump_json(), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", "check-training", str(spec), "--steps", "10", "--ranks",
+                           "2", "--frameworks", "torch", "--json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800)
+    report = json.loads(proc.stdout)
+    assert report["ranks"] == 2 and report["frameworks"]["torch"]["status"] == "ok", report
+    one = report["one_rank"]
+    assert one["status"] == "ok", one
+    assert one["loss_diff"] <= 1e-4 and one["weight_diff"] <= 1e-3, one
+    assert report["ok"] and proc.returncode == 0, proc.stderr[-3000:]
