@@ -1,4 +1,5 @@
-"""``python -m flowtrain check-training SPEC [--steps N] [--json] [--frameworks F …]``: lockstep training."""
+"""``python -m flowtrain check-training SPEC [--steps N] [--json] [--frameworks F …] [--floor] [--ranks N]``:
+lockstep training."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="frameworks to train (default: all; torch is the reference)")
     p.add_argument("--floor", action="store_true",
                    help="also train torch from start weights one float32 ulp away: the float32 floor of the run")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="train each program on N local processes (data-parallel, the spec's batch on each) and "
+                        "torch once more on one process with the whole global batch (default 1)")
     p.set_defaults(handler=cmd_check_training)
 
 
 def cmd_check_training(args: argparse.Namespace) -> int:
-    report = check_training(load_spec(args.spec), steps=args.steps, frameworks=args.frameworks, floor=args.floor)
+    report = check_training(load_spec(args.spec), steps=args.steps, frameworks=args.frameworks, floor=args.floor,
+                            ranks=args.ranks)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
     return 0 if report.ok else 1

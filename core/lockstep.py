@@ -14,10 +14,9 @@ difference of its losses and of its final weights (read back in the canonical la
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from core.codegen import generate
 from core.equivalence import not_installed
 from core.errors import FlowTrainError
 from core.frameworks import FRAMEWORKS
+from core.lockstep_launch import run_program
 from core.spec import PipelineSpec
 from core.trained import TrainedModelError, read_trained_many
 from core.validate import validate
@@ -39,6 +39,8 @@ LOSS_TOLERANCE = 1e-4  # relative, at every step
 WEIGHT_TOLERANCE = 1e-3  # relative (‖difference‖ / ‖torch's‖, per array), after the last step
 RUN_TIMEOUT_S = 1800
 FLOOR = "torch-1ulp"  # the floor run's name (check_training(floor=True))
+ONE_RANK = "torch-1-rank"  # with ranks > 1: torch on one process with the whole global batch
+RANKED_EPOCH_STEPS = 20  # with ranks > 1: an epoch of this many full global batches (see ranked_spec)
 SWITCHED_OFF = "augmentation and dropout are switched off for the check; fp32 on the CPU"
 
 
@@ -52,6 +54,7 @@ class FrameworkRun:
     loss_diff: float | None = None  # largest relative difference to torch's loss at the same step
     weight_diff: float | None = None  # largest relative difference to torch's final weights
     worst_weight: str = ""  # the canonical array of weight_diff
+    seconds: float = 0.0  # wall time of generating and training the program
 
 
 @dataclass
@@ -60,31 +63,41 @@ class LockstepReport:
     steps: int
     runs: dict[str, FrameworkRun]
     floor: FrameworkRun | None = None  # torch again, from the start weights moved by one float32 ulp
+    ranks: int = 1  # processes each program trained on
+    one_rank: FrameworkRun | None = None  # with ranks > 1: torch on one process, compared with torch on `ranks`
     loss_tolerance: float = LOSS_TOLERANCE
     weight_tolerance: float = WEIGHT_TOLERANCE
 
     @property
     def ok(self) -> bool:
         compared = [r for r in self.runs.values() if r.framework != "torch"]
-        return all(r.status == "ok" for r in self.runs.values()) and all(
+        if self.one_rank is not None:
+            compared.append(self.one_rank)
+        return all(r.status == "ok" for r in [*self.runs.values(), *compared]) and all(
             r.loss_diff is not None and r.loss_diff <= self.loss_tolerance
             and r.weight_diff is not None and r.weight_diff <= self.weight_tolerance for r in compared)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec_name, "steps": self.steps, "ok": self.ok, "note": SWITCHED_OFF,
+        one = self.one_rank
+        return {"spec": self.spec_name, "steps": self.steps, "ranks": self.ranks, "ok": self.ok, "note": SWITCHED_OFF,
                 "loss_tolerance": self.loss_tolerance, "weight_tolerance": self.weight_tolerance,
                 "frameworks": {fw: {"status": r.status, "detail": r.detail, "loss_diff": r.loss_diff,
                                     "weight_diff": r.weight_diff, "worst_weight": r.worst_weight,
+                                    "seconds": round(r.seconds, 1),
                                     "losses": {str(step): loss for step, loss in r.losses.items()}}
                                for fw, r in self.runs.items()},
                 "floor": None if self.floor is None else {"status": self.floor.status, "detail": self.floor.detail,
                                                           "loss_diff": self.floor.loss_diff,
-                                                          "weight_diff": self.floor.weight_diff}}
+                                                          "weight_diff": self.floor.weight_diff},
+                "one_rank": None if one is None else {"status": one.status, "detail": one.detail,
+                                                      "loss_diff": one.loss_diff, "weight_diff": one.weight_diff,
+                                                      "worst_weight": one.worst_weight}}
 
     def text(self, every: int = 10) -> str:
         """The loss of every `every`-th step per framework, then each framework's largest differences."""
         ok_runs = [r for r in self.runs.values() if r.status == "ok"]
-        lines = [f"{self.spec_name}: {self.steps} steps from the same start weights ({SWITCHED_OFF})", ""]
+        on = f" on {self.ranks} processes each" if self.ranks > 1 else ""
+        lines = [f"{self.spec_name}: {self.steps} steps{on} from the same start weights ({SWITCHED_OFF})", ""]
         steps = sorted({s for r in ok_runs for s in r.losses})
         shown = [s for s in steps if s % every == 0 or s in (steps[0], steps[-1])] if steps else []
         lines.append("step  " + "".join(f"{r.framework:>14}" for r in ok_runs))
@@ -95,16 +108,22 @@ class LockstepReport:
             if r.status != "ok":
                 lines.append(f"{r.framework}: {r.status}: {r.detail}")
             elif r.framework == "torch":
-                lines.append("torch: the reference")
+                lines.append(f"torch: the reference ({r.seconds:.0f} s)")
             else:
                 lines.append(f"{r.framework}: loss within {r.loss_diff:.2e} of torch's (tolerance {self.loss_tolerance:g}), "
                              f"final weights within {r.weight_diff:.2e} ({r.worst_weight}; tolerance "
-                             f"{self.weight_tolerance:g})")
+                             f"{self.weight_tolerance:g}; {r.seconds:.0f} s)")
         if self.floor is not None and self.floor.status == "ok":
             lines.append(f"torch from start weights one float32 ulp away: loss within {self.floor.loss_diff:.2e}, "
                          f"final weights within {self.floor.weight_diff:.2e} (the float32 floor of this run)")
         elif self.floor is not None:
             lines.append(f"torch one ulp away: {self.floor.status}: {self.floor.detail}")
+        if self.one_rank is not None and self.one_rank.status == "ok":
+            lines.append(f"torch on 1 process with the whole global batch: loss within {self.one_rank.loss_diff:.2e} "
+                         f"of torch's on {self.ranks}, final weights within {self.one_rank.weight_diff:.2e} "
+                         f"({self.one_rank.worst_weight})")
+        elif self.one_rank is not None:
+            lines.append(f"torch on 1 process: {self.one_rank.status}: {self.one_rank.detail}")
         lines.append("lockstep: " + ("yes" if self.ok else "NO"))
         return "\n".join(lines)
 
@@ -124,6 +143,17 @@ def check_spec(spec: PipelineSpec, weights: Path) -> PipelineSpec:
     training.update(precision="fp32", log_every_steps=1, init_weights=str(weights), early_stopping={},
                     checkpoint={**training["checkpoint"], "every_steps": None, "every_epoch": False})
     training["performance"] = {**training["performance"], "compile": "off"}
+    return PipelineSpec.model_validate(doc)
+
+
+def ranked_spec(spec: PipelineSpec, ranks: int, batch_size: int) -> PipelineSpec:
+    """The check spec `spec` for comparing `ranks` processes with one: batches of `batch_size` per process and
+    epochs of RANKED_EPOCH_STEPS full global batches (the epoch order runs on through the next permutation of
+    the split), so every global batch on `ranks` processes holds the same samples as one process's batch of
+    `ranks` times the size (runtime.epoch_order deals each process every ranks-th sample of the order)."""
+    doc = spec.model_dump(mode="json")
+    doc["data"]["batch_size"] = batch_size
+    doc["training"]["samples_per_epoch"] = ranks * spec.data.batch_size * RANKED_EPOCH_STEPS
     return PipelineSpec.model_validate(doc)
 
 
@@ -163,31 +193,23 @@ def train_losses(metrics: Path) -> dict[int, float]:
     return losses
 
 
-def run_program(folder: Path, steps: int, python: str, timeout: float) -> str | None:
-    """Train the program in `folder` for `steps` optimizer steps on the CPU; None, or what went wrong."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "", "TF_CPP_MIN_LOG_LEVEL": "3",
-           "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"}
-    try:
-        proc = subprocess.run([python, "train.py", "--max-steps", str(steps), "--resume", "never"], cwd=folder,
-                              env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return f"train.py did not finish within {timeout:g} s"
-    if proc.returncode != 0:
-        return f"train.py exited with {proc.returncode}: " + " | ".join(proc.stderr.strip().splitlines()[-5:])
-    return None
-
-
 def check_training(spec: PipelineSpec, steps: int = DEFAULT_STEPS, frameworks: Sequence[str] = FRAMEWORKS,
                    seed: int = 0, python: str | None = None, timeout: float = RUN_TIMEOUT_S,
-                   workdir: str | Path | None = None, floor: bool = False) -> LockstepReport:
+                   workdir: str | Path | None = None, floor: bool = False, ranks: int = 1) -> LockstepReport:
     """Train `spec` for `steps` steps in each framework from the same start and compare against torch.
 
     With `floor`, torch trains a second time from the start weights each moved by one float32 ulp: how
     far float32 rounding alone carries this run in `steps` steps (training amplifies it; Adam's
     steps on weights whose gradient cancels to rounding noise most of all), the measure of what any
-    second program, even torch itself, can hold."""
+    second program, even torch itself, can hold.
+
+    With `ranks` > 1 every program trains on that many local processes (data-parallel, the spec's batch
+    on each), compared with torch's on as many, and torch trains once more on one process with the whole
+    global batch (`ranked_spec`): the same from `ranks` processes as from one."""
     if steps < 1:
         raise FlowTrainError(f"steps must be at least 1, got {steps}")
+    if ranks < 1:
+        raise FlowTrainError(f"ranks must be at least 1, got {ranks}")
     if "torch" not in frameworks:
         raise FlowTrainError("the check compares against torch: include it in the frameworks")
     python = python or sys.executable
@@ -198,35 +220,50 @@ def check_training(spec: PipelineSpec, steps: int = DEFAULT_STEPS, frameworks: S
         start = random_canonical(analysis, seed)
         np.savez(root / "start.npz", **start)
         checked = check_spec(spec, root / "start.npz")
-        folders = {}
-        jobs = [(fw, checked) for fw in frameworks]
+        batch = spec.data.batch_size
+        program = checked if ranks == 1 else ranked_spec(checked, ranks, batch)
+        jobs = [(fw, fw, program, ranks) for fw in frameworks]  # (name, framework, spec, processes)
         if floor:
             np.savez(root / "start-ulp.npz", **{name: np.nextafter(a, np.inf, dtype=a.dtype)
                                                 if a.dtype.kind == "f" else a for name, a in start.items()})
-            jobs.append((FLOOR, check_spec(spec, root / "start-ulp.npz")))
-        for fw, program_spec in jobs:
-            framework = "torch" if fw == FLOOR else fw
-            reason = not_installed(framework) if python == sys.executable else None
-            if reason is not None:
-                runs[fw] = FrameworkRun(fw, "not installed", reason)
-                continue
-            folder = root / fw
-            generate(program_spec, framework).write(folder)
-            failure = run_program(folder, steps, python, timeout)
-            if failure is not None:
-                runs[fw] = FrameworkRun(fw, "failed", failure)
-                continue
-            runs[fw] = FrameworkRun(fw, "ok", losses=train_losses(folder / "metrics.jsonl"))
-            folders[folder] = fw
+            moved = check_spec(spec, root / "start-ulp.npz")
+            jobs.append((FLOOR, "torch", moved if ranks == 1 else ranked_spec(moved, ranks, batch), ranks))
+        if ranks > 1:
+            jobs.append((ONE_RANK, "torch", ranked_spec(checked, ranks, ranks * batch), 1))
+        folders = train_all(root, jobs, steps, python, timeout, runs)
         for folder, trained in read_trained_many(list(folders), python=python):
             run = runs[folders[folder]]
             if isinstance(trained, TrainedModelError):
                 run.status, run.detail = "failed", str(trained)
             else:
                 run.weights = trained.weights
-    floor_run = runs.pop(FLOOR, None)
-    compare(runs if floor_run is None else {**runs, FLOOR: floor_run})
-    return LockstepReport(spec.name, steps, runs, floor=floor_run)
+    floor_run, one_rank = runs.pop(FLOOR, None), runs.pop(ONE_RANK, None)
+    extra = {name: run for name, run in ((FLOOR, floor_run), (ONE_RANK, one_rank)) if run is not None}
+    compare({**runs, **extra})
+    return LockstepReport(spec.name, steps, runs, floor=floor_run, ranks=ranks, one_rank=one_rank)
+
+
+def train_all(root: Path, jobs: list[tuple[str, str, PipelineSpec, int]], steps: int, python: str, timeout: float,
+              runs: dict[str, FrameworkRun]) -> dict[Path, str]:
+    """Generate and train each job's program under `root`, one after another, into `runs`; the folders of
+    those that trained."""
+    folders = {}
+    for name, framework, program_spec, processes in jobs:
+        reason = not_installed(framework) if python == sys.executable else None
+        if reason is not None:
+            runs[name] = FrameworkRun(name, "not installed", reason)
+            continue
+        folder = root / name
+        started = time.monotonic()
+        generate(program_spec, framework).write(folder)
+        failure = run_program(folder, framework, steps, python, timeout, processes)
+        seconds = time.monotonic() - started
+        if failure is not None:
+            runs[name] = FrameworkRun(name, "failed", failure, seconds=seconds)
+            continue
+        runs[name] = FrameworkRun(name, "ok", losses=train_losses(folder / "metrics.jsonl"), seconds=seconds)
+        folders[folder] = name
+    return folders
 
 
 def compare(runs: dict[str, FrameworkRun]) -> None:

@@ -2,12 +2,14 @@
 
 The same canonical start weights, the same batches in the same order, no augmentation or dropout:
 the first step's loss is the same number in every framework, and the losses stay within 1e-4 and
-the weights within 1e-3 (relative) of torch's. The mlp holds that over the issue's 50 steps (it
-did not before paddle's Adam took torch's bias corrections: 1.6e-2 and 9.7e-3 then). mnist_cnn is
-checked over 10: over 50 its run is chaotic in float32 itself — torch started from weights one
-float32 ulp away ends 3.6e-2 (loss) and 2.9e-2 (weights) from torch (``--floor``), so no second
-program can hold 1e-3 there (docs/generated-program.md, "Lockstep training").
-Each case costs about a minute, nearly all of it the three programs' start-up.
+the weights within 1e-3 (relative) of torch's. The mlp holds that over the issue's 50 steps.
+mnist_cnn is checked over 30: its float32 rounding differences grow about tenfold every 12 steps
+(ReLU and max-pool kinks crossed differently; not a mismatch: paddle and Keras part from torch alike,
+and an optimizer rounding like torch's fused kernel bit for bit changes nothing), so after 50 steps
+Keras's and paddle's losses are 2.2e-4 and 1.9e-4 from torch's (weights 4.9e-4 and 5.0e-4, within
+1e-3), after 30 at most 3e-5 (docs/generated-program.md, "Lockstep training").
+Each case costs about a minute on two idle cores, nearly all of it the three programs' start-up;
+on two cores shared at a load average of about 25, mnist_cnn's took 1523 s and the two-rank case 489 s.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from core import zoo
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
-# the issue's 50 steps for the mlp; mnist_cnn over 10, as before (over 50 its own float32 floor is beyond the targets)
-STEPS = {"mlp": 50, "mnist_cnn": 10}
+# the issue's 50 steps for the mlp; mnist_cnn over 30 (over 50 its losses part by 2e-4: the module's docstring)
+STEPS = {"mlp": 50, "mnist_cnn": 30}
 
 
 @pytest.mark.parametrize("template", ["mlp", "mnist_cnn"])
@@ -46,4 +48,21 @@ def test_the_three_programs_train_in_lockstep(template: str, tmp_path: Path) -> 
     for framework in ("keras", "paddle"):
         assert runs[framework]["loss_diff"] <= 1e-4, (framework, runs[framework])
         assert runs[framework]["weight_diff"] <= 1e-3, (framework, runs[framework])
+    assert report["ok"] and proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_two_ranks_train_as_one_process_with_the_whole_batch(tmp_path: Path) -> None:
+    """--ranks 2: torch's program on two local processes (64 samples each a step, DDP over gloo) follows
+    torch's on one process with batches of 128, step for step (torch only: its launcher starts fastest;
+    Keras's and paddle's two-process runs are measured in docs/generated-program.md)."""
+    spec = tmp_path / "mlp.json"
+    spec.write_text(zoo.template("mlp").model_dump_json(), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", "check-training", str(spec), "--steps", "10", "--ranks",
+                           "2", "--frameworks", "torch", "--json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800)
+    report = json.loads(proc.stdout)
+    assert report["ranks"] == 2 and report["frameworks"]["torch"]["status"] == "ok", report
+    one = report["one_rank"]
+    assert one["status"] == "ok", one
+    assert one["loss_diff"] <= 1e-4 and one["weight_diff"] <= 1e-3, one
     assert report["ok"] and proc.returncode == 0, proc.stderr[-3000:]

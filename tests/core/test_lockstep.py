@@ -3,12 +3,24 @@ Training the three programs in lockstep is tests/cli/test_check_training.py."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from core import zoo
-from core.lockstep import FrameworkRun, LockstepReport, check_spec, compare, relative_diff
+from core.codegen import generate
+from core.lockstep import (
+    RANKED_EPOCH_STEPS,
+    FrameworkRun,
+    LockstepReport,
+    check_spec,
+    compare,
+    ranked_spec,
+    relative_diff,
+)
 
 
 def test_the_check_spec_switches_off_augmentation_and_dropout_and_starts_from_the_weights(tmp_path: Path) -> None:
@@ -79,3 +91,29 @@ def test_an_lstms_two_biases_compare_as_their_sum_and_a_grus_do_not() -> None:
     runs["keras"].weights = {**summed, **gru_summed}
     compare(runs)
     assert runs["keras"].worst_weight in ("g/bias_ih_l0", "g/bias_hh_l0") and runs["keras"].weight_diff > 0.5
+
+
+def epoch_batches(spec, folder: Path, world: int, n: int) -> list[list[list[int]]]:
+    """[epoch][rank] → that rank's batches of the generated program's runtime.epoch_batches, for 2 epochs."""
+    generate(spec, "torch").write(folder)
+    code = (f"import json, runtime; print(json.dumps([[[b.tolist() for b in runtime.epoch_batches(e, {n}, "
+            f"runtime.Processes(r, {world}))] for r in range({world})] for e in (0, 1)]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_two_ranks_get_the_global_batches_of_one_process(tmp_path: Path) -> None:
+    """check-training --ranks 2: each global batch of the two processes is the batch of one process with
+    twice the batch size, also across the end of an epoch of an odd number of samples (1437: the digits'
+    training split), where an ordinary epoch would give one process a sample the two do not see."""
+    spec = check_spec(zoo.template("mlp"), tmp_path / "start.npz")
+    two, one = ranked_spec(spec, 2, 64), ranked_spec(spec, 2, 128)
+    assert two.training.samples_per_epoch == one.training.samples_per_epoch == 2 * 64 * RANKED_EPOCH_STEPS
+    shares = epoch_batches(two, tmp_path / "two", 2, 1437)
+    whole = epoch_batches(one, tmp_path / "one", 1, 1437)
+    for epoch in (0, 1):
+        [alone] = whole[epoch]
+        assert len(alone) == RANKED_EPOCH_STEPS and {len(b) for b in alone} == {128}
+        together = [sorted(a + b) for a, b in zip(*shares[epoch], strict=True)]
+        assert together == [sorted(b) for b in alone]
+    assert whole[0][0] != whole[1][0]  # a new order every epoch
