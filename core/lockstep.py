@@ -41,6 +41,7 @@ RUN_TIMEOUT_S = 1800
 FLOOR = "torch-1ulp"  # the floor run's name (check_training(floor=True))
 ONE_RANK = "torch-1-rank"  # with ranks > 1: torch on one process with the whole global batch
 RANKED_EPOCH_STEPS = 20  # with ranks > 1: an epoch of this many full global batches (see ranked_spec)
+FLOOR_FACTOR = 2.0  # with a floor run: within twice torch's own one-ulp spread is lockstep (see tolerances)
 SWITCHED_OFF = "augmentation and dropout are switched off for the check; fp32 on the CPU"
 
 
@@ -69,18 +70,33 @@ class LockstepReport:
     weight_tolerance: float = WEIGHT_TOLERANCE
 
     @property
+    def tolerances(self) -> tuple[float, float]:
+        """(loss, weight) bounds `ok` holds the programs to: the targets, or, with a floor run, twice how far
+        torch parts from itself when its start moves by one float32 ulp, whichever is larger. Where one
+        rounding flips a ReLU or a max (the mlp on digits at step 27 on an AMD EPYC: 1.8e-3 for torch
+        against torch), every program parts by that much on that CPU, and a fixed bound would pass or fail
+        by the machine's matmul kernels, not by what the programs compute."""
+        loss, weight = self.loss_tolerance, self.weight_tolerance
+        floor = self.floor
+        if floor is not None and floor.status == "ok" and floor.loss_diff is not None and floor.weight_diff is not None:
+            loss, weight = max(loss, FLOOR_FACTOR * floor.loss_diff), max(weight, FLOOR_FACTOR * floor.weight_diff)
+        return loss, weight
+
+    @property
     def ok(self) -> bool:
         compared = [r for r in self.runs.values() if r.framework != "torch"]
         if self.one_rank is not None:
             compared.append(self.one_rank)
+        loss_tolerance, weight_tolerance = self.tolerances
         return all(r.status == "ok" for r in [*self.runs.values(), *compared]) and all(
-            r.loss_diff is not None and r.loss_diff <= self.loss_tolerance
-            and r.weight_diff is not None and r.weight_diff <= self.weight_tolerance for r in compared)
+            r.loss_diff is not None and r.loss_diff <= loss_tolerance
+            and r.weight_diff is not None and r.weight_diff <= weight_tolerance for r in compared)
 
     def to_dict(self) -> dict[str, Any]:
         one = self.one_rank
         return {"spec": self.spec_name, "steps": self.steps, "ranks": self.ranks, "ok": self.ok, "note": SWITCHED_OFF,
                 "loss_tolerance": self.loss_tolerance, "weight_tolerance": self.weight_tolerance,
+                "tolerances": {"loss": self.tolerances[0], "weight": self.tolerances[1]},
                 "frameworks": {fw: {"status": r.status, "detail": r.detail, "loss_diff": r.loss_diff,
                                     "weight_diff": r.weight_diff, "worst_weight": r.worst_weight,
                                     "seconds": round(r.seconds, 1),
@@ -96,6 +112,7 @@ class LockstepReport:
     def text(self, every: int = 10) -> str:
         """The loss of every `every`-th step per framework, then each framework's largest differences."""
         ok_runs = [r for r in self.runs.values() if r.status == "ok"]
+        loss_tolerance, weight_tolerance = self.tolerances
         on = f" on {self.ranks} processes each" if self.ranks > 1 else ""
         lines = [f"{self.spec_name}: {self.steps} steps{on} from the same start weights ({SWITCHED_OFF})", ""]
         steps = sorted({s for r in ok_runs for s in r.losses})
@@ -110,12 +127,13 @@ class LockstepReport:
             elif r.framework == "torch":
                 lines.append(f"torch: the reference ({r.seconds:.0f} s)")
             else:
-                lines.append(f"{r.framework}: loss within {r.loss_diff:.2e} of torch's (tolerance {self.loss_tolerance:g}), "
+                lines.append(f"{r.framework}: loss within {r.loss_diff:.2e} of torch's (tolerance {loss_tolerance:.2g}), "
                              f"final weights within {r.weight_diff:.2e} ({r.worst_weight}; tolerance "
-                             f"{self.weight_tolerance:g}; {r.seconds:.0f} s)")
+                             f"{weight_tolerance:.2g}; {r.seconds:.0f} s)")
         if self.floor is not None and self.floor.status == "ok":
             lines.append(f"torch from start weights one float32 ulp away: loss within {self.floor.loss_diff:.2e}, "
-                         f"final weights within {self.floor.weight_diff:.2e} (the float32 floor of this run)")
+                         f"final weights within {self.floor.weight_diff:.2e} (the float32 floor of this run; "
+                         f"a program within {FLOOR_FACTOR:g}x of it, or of the targets, is in lockstep)")
         elif self.floor is not None:
             lines.append(f"torch one ulp away: {self.floor.status}: {self.floor.detail}")
         if self.one_rank is not None and self.one_rank.status == "ok":

@@ -36,9 +36,17 @@ def test_the_three_programs_train_in_lockstep(template: str, tmp_path: Path) -> 
     spec = tmp_path / f"{template}.json"
     spec.write_text(zoo.template(template).model_dump_json(), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "flowtrain", "check-training", str(spec), "--steps", str(steps),
-                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+                           "--floor", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     report = json.loads(proc.stdout)
     runs = report["frameworks"]
+    # The bound is the (1e-4 loss, 1e-3 weights) or twice torch's own spread from a start one float32
+    # ulp away, whichever is larger: on an AMD EPYC one rounding flips a ReLU at the mlp's step 27 and torch
+    # parts from itself by 1.8e-3, exactly as far as keras and paddle part from torch (core/lockstep.py).
+    floor = report["floor"]
+    assert floor["status"] == "ok", floor
+    loss_bound = max(1e-4, 2 * floor["loss_diff"])
+    weight_bound = max(1e-3, 2 * floor["weight_diff"])
+    assert report["tolerances"] == {"loss": loss_bound, "weight": weight_bound}, report["tolerances"]
     assert {fw: r["status"] for fw, r in runs.items()} == {"torch": "ok", "keras": "ok", "paddle": "ok"}, runs
     assert "augmentation and dropout are switched off" in report["note"]
     for framework, run in runs.items():
@@ -46,8 +54,8 @@ def test_the_three_programs_train_in_lockstep(template: str, tmp_path: Path) -> 
     first = {fw: r["losses"]["1"] for fw, r in runs.items()}
     assert max(first.values()) - min(first.values()) <= 1e-6 * first["torch"], f"not the same start: {first}"
     for framework in ("keras", "paddle"):
-        assert runs[framework]["loss_diff"] <= 1e-4, (framework, runs[framework])
-        assert runs[framework]["weight_diff"] <= 1e-3, (framework, runs[framework])
+        assert runs[framework]["loss_diff"] <= loss_bound, (framework, runs[framework], floor)
+        assert runs[framework]["weight_diff"] <= weight_bound, (framework, runs[framework], floor)
     assert report["ok"] and proc.returncode == 0, proc.stderr[-3000:]
 
 
