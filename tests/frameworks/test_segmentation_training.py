@@ -28,10 +28,11 @@ pytestmark = pytest.mark.frameworks
 
 PYTHON = sys.executable
 ENV = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONUNBUFFERED": "1"}
-LAYERS = [("enc_conv", "Conv2d", {"out_channels": 8, "kernel_size": 3, "padding": 1}), ("enc_relu", "ReLU", {}),
+HE = {"init": "he"}  # the zoo's unet starts every convolution so: N(0, 2/fan_in), zero biases
+LAYERS = [("enc_conv", "Conv2d", {"out_channels": 8, "kernel_size": 3, "padding": 1, **HE}), ("enc_relu", "ReLU", {}),
           ("pool", "MaxPool2d", {"kernel_size": 2}),
-          ("mid_conv", "Conv2d", {"out_channels": 16, "kernel_size": 3, "padding": 1}), ("mid_relu", "ReLU", {}),
-          ("up", "ConvTranspose2d", {"out_channels": 8, "kernel_size": 2, "stride": 2})]
+          ("mid_conv", "Conv2d", {"out_channels": 16, "kernel_size": 3, "padding": 1, **HE}), ("mid_relu", "ReLU", {}),
+          ("up", "ConvTranspose2d", {"out_channels": 8, "kernel_size": 2, "stride": 2, **HE})]
 
 
 def _spec(root: Path, framework: str, epochs: int = 2) -> PipelineSpec:
@@ -42,8 +43,9 @@ def _spec(root: Path, framework: str, epochs: int = 2) -> PipelineSpec:
         doc["data"]["source"] = str(root / "shards")
     nodes = [{"id": "input", "op": "Input"}] + [{"id": i, "op": op, "params": p} for i, op, p in LAYERS]
     nodes += [{"id": "skip", "op": "CropConcat"},
-              {"id": "dec_conv", "op": "Conv2d", "params": {"out_channels": 8, "kernel_size": 3, "padding": 1}},
-              {"id": "dec_relu", "op": "ReLU"}, {"id": "head", "op": "Conv2d", "params": {"out_channels": 4, "kernel_size": 1}},
+              {"id": "dec_conv", "op": "Conv2d", "params": {"out_channels": 8, "kernel_size": 3, "padding": 1, **HE}},
+              {"id": "dec_relu", "op": "ReLU"},
+              {"id": "head", "op": "Conv2d", "params": {"out_channels": 4, "kernel_size": 1, **HE}},
               {"id": "output", "op": "Output"}]
     chain = ["input", *(i for i, _, _ in LAYERS)]
     edges = [{"source": a, "target": b} for a, b in zip(chain, chain[1:], strict=False)]
