@@ -51,7 +51,9 @@ def random_canonical(analysis: Analysis, seed: int = 0) -> dict[str, np.ndarray]
 
     Each weight is drawn from its declared initialiser, made non-trivial where that is a
     constant or tiny: ``uniform`` weights U(±1/√fan_in) as declared; ``normal`` ones N(0, std)
-    with std at least 0.1; norm scales and running variances U(0.5, 1.5) (strictly positive),
+    with std at least 0.1, but as declared where the std is scaled to a fan-in (He's N(0, 2/fan_in)
+    of a convolution with ``init: he``: at 0.1, each layer of fan-in 1152 would grow the activations'
+    mean square ~6×); norm scales and running variances U(0.5, 1.5) (strictly positive),
     norm shifts U(±0.2) and running means N(0, 0.2). So a mapper that drops or misplaces a
     weight shows up as a difference.
     """
@@ -65,7 +67,7 @@ def _draw(rng: np.random.Generator, w: Weight) -> np.ndarray:
     if w.init == "zeros":
         return rng.normal(0.0, 0.2, w.shape) if w.buffer else rng.uniform(-0.2, 0.2, w.shape)
     if w.init == "normal":
-        return rng.normal(0.0, max(w.std, 0.1), w.shape)
+        return rng.normal(0.0, w.std if w.fan_in else max(w.std, 0.1), w.shape)
     bound = 1.0 / math.sqrt(w.fan_in)
     return rng.uniform(-bound, bound, w.shape)
 

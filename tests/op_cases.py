@@ -76,6 +76,7 @@ CASES: tuple[OpCase, ...] = (
     _c("Conv2d-dilated-strided", "Conv2d", (2, 15, 14), out_channels=3, kernel_size=3, stride=2, dilation=2,
        padding=1),
     _c("Conv2d-valid-nobias", "Conv2d", (2, 9, 8), out_channels=4, kernel_size=2, padding="valid", bias=False),
+    _c("Conv2d-he", "Conv2d", (3, 8, 8), out_channels=8, kernel_size=3, padding=1, init="he"),  # N(0, 2/27), bias 0
     _c("Conv1d", "Conv1d", (4, 12), out_channels=6, kernel_size=5, padding=2),
     _c("Conv1d-same", "Conv1d", (3, 20), out_channels=5, kernel_size=3, padding="same"),
     _c("Conv1d-same-stride2", "Conv1d", (4, 12), out_channels=6, kernel_size=3, stride=2, padding="same"),
@@ -83,6 +84,7 @@ CASES: tuple[OpCase, ...] = (
     _c("ConvTranspose2d", "ConvTranspose2d", (4, 5, 5), out_channels=3, kernel_size=3, stride=2, padding=1,
        output_padding=1),
     _c("ConvTranspose2d-nobias", "ConvTranspose2d", (3, 4, 4), out_channels=2, kernel_size=2, stride=2, bias=False),
+    _c("ConvTranspose2d-he", "ConvTranspose2d", (4, 4, 4), out_channels=8, kernel_size=2, stride=2, init="he"),
     # norm
     _c("BatchNorm1d", "BatchNorm1d", (6,)),
     _c("BatchNorm1d-signal", "BatchNorm1d", (4, 10), momentum=0.2),

@@ -24,6 +24,13 @@ _OUT = Param("out_channels", "int", example=32, minimum=1, maximum=65_536, help=
 _GROUPS = Param("groups", "int", 1, minimum=1, maximum=65_536,
                 help="Split channels into groups (groups = channels makes a depthwise convolution).")
 _BIAS = bool_param("bias", True, "Add a learned bias (usually off before a BatchNorm).")
+# How the layer's weights start, in every framework's program (core/mapping/init.py reads the declaration)
+INITS = ("uniform", "he")
+_INIT = Param("init", "choice", "uniform", choices=INITS,
+              help="Starting weights: 'uniform' U(±1/√fan_in) for weight and bias (torch's default); 'he' "
+                   "N(0, 2/fan_in) and a zero bias (He et al. 2015), which keeps a ReLU network's activations "
+                   "at one scale layer after layer: deep nets without normalisation layers, such as the U-Net, "
+                   "need it to start learning.")
 
 
 def _check_groups(cin: int, p: dict[str, Any]) -> None:
@@ -33,7 +40,16 @@ def _check_groups(cin: int, p: dict[str, Any]) -> None:
                          expected="groups dividing both channel counts", field="groups")
 
 
-def _conv_weights(weight: tuple[int, ...], fan_in: int, out: int, bias: bool) -> dict[str, Weight]:
+def _conv_weights(weight: tuple[int, ...], fan_in: int, out: int, bias: bool, init: str) -> dict[str, Weight]:
+    """The kernel and bias as ``init`` starts them. torch's default U(±1/√fan_in) has a third of the
+    variance 1/fan_in, so through a ReLU (which halves the mean square) each layer passes on a sixth of
+    its input's mean square: after the 18 convolutions with ReLUs on the U-Net's deepest path, under
+    6⁻¹⁸ of the image's is left in the scores, swamped by the biases'. He's N(0, 2/fan_in) passes it on whole."""
+    if init == "he":
+        weights = {"weight": Weight(weight, "normal", fan_in=fan_in, std=math.sqrt(2.0 / fan_in))}
+        if bias:
+            weights["bias"] = Weight((out,), "zeros")
+        return weights
     weights = {"weight": uniform(*weight, fan_in=fan_in)}
     if bias:
         weights["bias"] = uniform(out, fan_in=fan_in)
@@ -60,6 +76,7 @@ class Conv2d(Op):
         Param("dilation", "int_pair", 1, minimum=1, maximum=1024, help="Spacing between kernel elements."),
         _GROUPS,
         _BIAS,
+        _INIT,
     )
 
     @classmethod
@@ -85,7 +102,7 @@ class Conv2d(Op):
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
         per_group = inputs[0].shape[0] // p["groups"]
         return _conv_weights((p["out_channels"], per_group, *p["kernel_size"]),
-                             per_group * math.prod(p["kernel_size"]), p["out_channels"], p["bias"])
+                             per_group * math.prod(p["kernel_size"]), p["out_channels"], p["bias"], p["init"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
@@ -108,6 +125,7 @@ class Conv1d(Op):
         Param("dilation", "int", 1, minimum=1, maximum=65_536, help="Spacing between kernel elements."),
         _GROUPS,
         _BIAS,
+        _INIT,
     )
 
     @classmethod
@@ -134,7 +152,7 @@ class Conv1d(Op):
     def weights(cls, inputs: Sequence[Tensor], p: dict[str, Any]) -> dict[str, Weight]:
         per_group = inputs[0].shape[0] // p["groups"]
         return _conv_weights((p["out_channels"], per_group, p["kernel_size"]), per_group * p["kernel_size"],
-                             p["out_channels"], p["bias"])
+                             p["out_channels"], p["bias"], p["init"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:
@@ -154,6 +172,7 @@ class ConvTranspose2d(Op):
         Param("padding", "int_pair", 0, minimum=0, maximum=1024, help="Cropped from each side of the output."),
         Param("output_padding", "int_pair", 0, minimum=0, maximum=1023, help="Extra rows/columns on one side."),
         _BIAS,
+        _INIT,
     )
 
     @classmethod
@@ -176,7 +195,7 @@ class ConvTranspose2d(Op):
         """Torch keeps a transposed kernel as (in, out, kh, kw) and takes its fan-in from out·kh·kw."""
         fan_in = p["out_channels"] * math.prod(p["kernel_size"])
         return _conv_weights((inputs[0].shape[0], p["out_channels"], *p["kernel_size"]), fan_in,
-                             p["out_channels"], p["bias"])
+                             p["out_channels"], p["bias"], p["init"])
 
     @classmethod
     def count_macs(cls, inputs: Sequence[Tensor], p: dict[str, Any], out: Tensor) -> int:

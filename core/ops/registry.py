@@ -56,9 +56,10 @@ class Weight:
     *canonical* weights every framework's program loads and saves (:mod:`core.weights`).
     ``init`` is how every generated program initialises it: ``uniform`` U(±1/√fan_in) (linear,
     convolution, recurrent and attention layers), ``normal`` N(0, std) (embeddings), ``ones`` and
-    ``zeros`` (norm scales and shifts, running statistics). ``buffer`` marks a statistic that
-    training updates without a gradient (BatchNorm's running mean and variance); it does not
-    count as a parameter.
+    ``zeros`` (norm scales and shifts, running statistics). A ``normal`` weight whose std is scaled
+    to its fan-in (He's N(0, 2/fan_in), ``init: he`` on a convolution) declares that ``fan_in`` too.
+    ``buffer`` marks a statistic that training updates without a gradient (BatchNorm's running mean
+    and variance); it does not count as a parameter.
     """
 
     shape: tuple[int, ...]

@@ -3,7 +3,9 @@ output has the input's height and width. Four levels down (two convolutions, the
 four up (a 2×2 transposed convolution halving the channels, the encoder's map of that level cropped to
 it and joined, two convolutions), a 1×1 convolution to the classes. 64 channels at the top, 1024 at
 the bottom: 31,031,940 parameters for 3 input channels and 4 classes (the hand-written torch module
-in tests/mapping/unet_reference.py has the same)."""
+in tests/mapping/unet_reference.py has the same). Every convolution starts from He's N(0, 2/fan_in) with
+zero biases (``init: he``), as the paper's: from torch's default U(±1/√fan_in) this net, which has no
+normalisation layers, passes too little of the image through its ReLUs to start learning (docs/segmentation.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ SHAPES_CLASSES = 4  # background, disc, square, triangle: the example data's cla
 
 def _double_conv(g: GraphBuilder, x: str, channels: int, name: str) -> str:
     for i in (1, 2):
-        x = g.add("Conv2d", x, id=f"{name}_conv{i}", out_channels=channels, kernel_size=3, padding=1)
+        x = g.add("Conv2d", x, id=f"{name}_conv{i}", out_channels=channels, kernel_size=3, padding=1, init="he")
         x = g.add("ReLU", x, id=f"{name}_relu{i}")
     return x
 
@@ -33,10 +35,10 @@ def unet_graph(g: GraphBuilder, classes: int, base: int = 64, depth: int = 4) ->
         skips.append(x)
     for level in range(depth - 1, -1, -1):
         channels = base * 2 ** level
-        x = g.add("ConvTranspose2d", x, id=f"up{level}", out_channels=channels, kernel_size=2, stride=2)
+        x = g.add("ConvTranspose2d", x, id=f"up{level}", out_channels=channels, kernel_size=2, stride=2, init="he")
         x = g.add("CropConcat", skips[level], x, id=f"skip{level}")  # the encoder's map first, as the paper
         x = _double_conv(g, x, channels, f"dec{level}")
-    return g.add("Conv2d", x, id="head", out_channels=classes, kernel_size=1)
+    return g.add("Conv2d", x, id="head", out_channels=classes, kernel_size=1, init="he")
 
 
 _SHAPES_DATA: dict[str, Any] = {

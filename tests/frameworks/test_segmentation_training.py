@@ -1,10 +1,10 @@
-"""A segmentation run end to end in every framework: a small U-Net-shaped net (one level, a CropConcat skip)
-trains two epochs on the example data of coloured shapes, read from WebDataset shards of KEY.png with
-KEY.mask.png (the unet template's data layer at 32×32: scaled and normalised per channel, horizontal flips
-through segment_augment), learns to segment them (validation mIoU far above any constant guess), and
-records pixel accuracy and mean IoU from the confusion matrix summed over each epoch, in its epoch records
-and result.json. One subprocess per framework; with two torchrun ranks the mIoU is the whole validation
-set's."""
+"""A segmentation run end to end in every framework: a small U-Net-shaped net (one level, a CropConcat skip,
+every convolution from He's initialisation as in the zoo's unet) trains two epochs on the example data of
+coloured shapes, read from WebDataset shards of KEY.png with KEY.mask.png (the unet template's data layer at
+32×32: scaled and normalised per channel, horizontal flips through segment_augment), learns to segment them
+(validation mIoU above 0.8, where any constant guess is at most 0.25), and records pixel accuracy and mean
+IoU from the confusion matrix summed over each epoch, in its epoch records and result.json. One subprocess
+per framework; with two torchrun ranks the mIoU is the whole validation set's."""
 
 from __future__ import annotations
 
@@ -28,10 +28,11 @@ pytestmark = pytest.mark.frameworks
 
 PYTHON = sys.executable
 ENV = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONUNBUFFERED": "1"}
-LAYERS = [("enc_conv", "Conv2d", {"out_channels": 8, "kernel_size": 3, "padding": 1}), ("enc_relu", "ReLU", {}),
+HE = {"init": "he"}  # the zoo's unet starts every convolution so: N(0, 2/fan_in), zero biases
+LAYERS = [("enc_conv", "Conv2d", {"out_channels": 8, "kernel_size": 3, "padding": 1, **HE}), ("enc_relu", "ReLU", {}),
           ("pool", "MaxPool2d", {"kernel_size": 2}),
-          ("mid_conv", "Conv2d", {"out_channels": 16, "kernel_size": 3, "padding": 1}), ("mid_relu", "ReLU", {}),
-          ("up", "ConvTranspose2d", {"out_channels": 8, "kernel_size": 2, "stride": 2})]
+          ("mid_conv", "Conv2d", {"out_channels": 16, "kernel_size": 3, "padding": 1, **HE}), ("mid_relu", "ReLU", {}),
+          ("up", "ConvTranspose2d", {"out_channels": 8, "kernel_size": 2, "stride": 2, **HE})]
 
 
 def _spec(root: Path, framework: str, epochs: int = 2) -> PipelineSpec:
@@ -42,8 +43,9 @@ def _spec(root: Path, framework: str, epochs: int = 2) -> PipelineSpec:
         doc["data"]["source"] = str(root / "shards")
     nodes = [{"id": "input", "op": "Input"}] + [{"id": i, "op": op, "params": p} for i, op, p in LAYERS]
     nodes += [{"id": "skip", "op": "CropConcat"},
-              {"id": "dec_conv", "op": "Conv2d", "params": {"out_channels": 8, "kernel_size": 3, "padding": 1}},
-              {"id": "dec_relu", "op": "ReLU"}, {"id": "head", "op": "Conv2d", "params": {"out_channels": 4, "kernel_size": 1}},
+              {"id": "dec_conv", "op": "Conv2d", "params": {"out_channels": 8, "kernel_size": 3, "padding": 1, **HE}},
+              {"id": "dec_relu", "op": "ReLU"},
+              {"id": "head", "op": "Conv2d", "params": {"out_channels": 4, "kernel_size": 1, **HE}},
               {"id": "output", "op": "Output"}]
     chain = ["input", *(i for i, _, _ in LAYERS)]
     edges = [{"source": a, "target": b} for a, b in zip(chain, chain[1:], strict=False)]
@@ -76,10 +78,11 @@ def test_a_small_unet_records_pixel_accuracy_and_mean_iou(framework: str, shapes
     for r in epochs:
         assert 0.0 <= r["mIoU"] <= 1.0 and 0.0 <= r["pixel_accuracy"] <= 1.0 and "accuracy" not in r, r
     assert records[0]["train_samples"] == 123  # 164 images with their masks from 2 shards, a quarter for validation
-    # it learns: one class predicted everywhere has IoU at most 1 and the others 0, so its mean over the 4 classes
-    # the masks hold is at most 0.25 (the background, ~81 % of the pixels here: ~0.2); these 62 steps
-    # reached 0.61 (torch), 0.94 (keras), 0.96 (paddle); on pixels scaled to [0, 1] only, 0.36, 0.36, 0.54
-    assert summary["val_mIoU"] > 0.5, summary
+    # it learns to segment: one class predicted everywhere has IoU at most 1 and the others 0, so its mean over
+    # the 4 classes is at most 0.25 (the background, ~81 % of the pixels: ~0.2). From He's initialisation (the
+    # zoo's unet's) these 62 steps reached 0.935 (torch), 0.968 (keras), 0.95 (paddle); from torch's default
+    # U(±1/√fan_in) 0.61, 0.94, 0.96, and on pixels scaled to [0, 1] without normalising 0.36, 0.36, 0.54
+    assert summary["val_mIoU"] > 0.8, summary
     print(framework, {k: round(v, 3) for k, v in summary.items() if k.startswith("val_")})
 
 

@@ -45,51 +45,91 @@ class FlowTrainModel(keras.Model):
         super().__init__(**kwargs)
         # node enc0_conv1 (Conv2d) -> 64x64x64
         self.enc0_conv1 = layers.Conv2D(
-            64, (3, 3), padding="same", kernel_initializer=torch_uniform(27), bias_initializer=torch_uniform(27)
+            64,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.2721655269759087),
+            bias_initializer="zeros",
         )
         # node enc0_conv2 (Conv2d) -> 64x64x64
         self.enc0_conv2 = layers.Conv2D(
-            64, (3, 3), padding="same", kernel_initializer=torch_uniform(576), bias_initializer=torch_uniform(576)
+            64,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.05892556509887896),
+            bias_initializer="zeros",
         )
         # node pool1 (MaxPool2d) -> 64x32x32
         self.pool1 = layers.MaxPooling2D((2, 2))
         # node enc1_conv1 (Conv2d) -> 128x32x32
         self.enc1_conv1 = layers.Conv2D(
-            128, (3, 3), padding="same", kernel_initializer=torch_uniform(576), bias_initializer=torch_uniform(576)
+            128,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.05892556509887896),
+            bias_initializer="zeros",
         )
         # node enc1_conv2 (Conv2d) -> 128x32x32
         self.enc1_conv2 = layers.Conv2D(
-            128, (3, 3), padding="same", kernel_initializer=torch_uniform(1152), bias_initializer=torch_uniform(1152)
+            128,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.041666666666666664),
+            bias_initializer="zeros",
         )
         # node pool2 (MaxPool2d) -> 128x16x16
         self.pool2 = layers.MaxPooling2D((2, 2))
         # node enc2_conv1 (Conv2d) -> 256x16x16
         self.enc2_conv1 = layers.Conv2D(
-            256, (3, 3), padding="same", kernel_initializer=torch_uniform(1152), bias_initializer=torch_uniform(1152)
+            256,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.041666666666666664),
+            bias_initializer="zeros",
         )
         # node enc2_conv2 (Conv2d) -> 256x16x16
         self.enc2_conv2 = layers.Conv2D(
-            256, (3, 3), padding="same", kernel_initializer=torch_uniform(2304), bias_initializer=torch_uniform(2304)
+            256,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.02946278254943948),
+            bias_initializer="zeros",
         )
         # node pool3 (MaxPool2d) -> 256x8x8
         self.pool3 = layers.MaxPooling2D((2, 2))
         # node enc3_conv1 (Conv2d) -> 512x8x8
         self.enc3_conv1 = layers.Conv2D(
-            512, (3, 3), padding="same", kernel_initializer=torch_uniform(2304), bias_initializer=torch_uniform(2304)
+            512,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.02946278254943948),
+            bias_initializer="zeros",
         )
         # node enc3_conv2 (Conv2d) -> 512x8x8
         self.enc3_conv2 = layers.Conv2D(
-            512, (3, 3), padding="same", kernel_initializer=torch_uniform(4608), bias_initializer=torch_uniform(4608)
+            512,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.020833333333333332),
+            bias_initializer="zeros",
         )
         # node pool4 (MaxPool2d) -> 512x4x4
         self.pool4 = layers.MaxPooling2D((2, 2))
         # node enc4_conv1 (Conv2d) -> 1024x4x4
         self.enc4_conv1 = layers.Conv2D(
-            1024, (3, 3), padding="same", kernel_initializer=torch_uniform(4608), bias_initializer=torch_uniform(4608)
+            1024,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.020833333333333332),
+            bias_initializer="zeros",
         )
         # node enc4_conv2 (Conv2d) -> 1024x4x4
         self.enc4_conv2 = layers.Conv2D(
-            1024, (3, 3), padding="same", kernel_initializer=torch_uniform(9216), bias_initializer=torch_uniform(9216)
+            1024,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.01473139127471974),
+            bias_initializer="zeros",
         )
         # node up3 (ConvTranspose2d) -> 512x8x8
         self.up3 = layers.Conv2DTranspose(
@@ -97,16 +137,24 @@ class FlowTrainModel(keras.Model):
             (2, 2),
             strides=(2, 2),
             output_padding=(0, 0),
-            kernel_initializer=torch_uniform(2048),
-            bias_initializer=torch_uniform(2048),
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.03125),
+            bias_initializer="zeros",
         )
         # node dec3_conv1 (Conv2d) -> 512x8x8
         self.dec3_conv1 = layers.Conv2D(
-            512, (3, 3), padding="same", kernel_initializer=torch_uniform(9216), bias_initializer=torch_uniform(9216)
+            512,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.01473139127471974),
+            bias_initializer="zeros",
         )
         # node dec3_conv2 (Conv2d) -> 512x8x8
         self.dec3_conv2 = layers.Conv2D(
-            512, (3, 3), padding="same", kernel_initializer=torch_uniform(4608), bias_initializer=torch_uniform(4608)
+            512,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.020833333333333332),
+            bias_initializer="zeros",
         )
         # node up2 (ConvTranspose2d) -> 256x16x16
         self.up2 = layers.Conv2DTranspose(
@@ -114,16 +162,24 @@ class FlowTrainModel(keras.Model):
             (2, 2),
             strides=(2, 2),
             output_padding=(0, 0),
-            kernel_initializer=torch_uniform(1024),
-            bias_initializer=torch_uniform(1024),
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.04419417382415922),
+            bias_initializer="zeros",
         )
         # node dec2_conv1 (Conv2d) -> 256x16x16
         self.dec2_conv1 = layers.Conv2D(
-            256, (3, 3), padding="same", kernel_initializer=torch_uniform(4608), bias_initializer=torch_uniform(4608)
+            256,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.020833333333333332),
+            bias_initializer="zeros",
         )
         # node dec2_conv2 (Conv2d) -> 256x16x16
         self.dec2_conv2 = layers.Conv2D(
-            256, (3, 3), padding="same", kernel_initializer=torch_uniform(2304), bias_initializer=torch_uniform(2304)
+            256,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.02946278254943948),
+            bias_initializer="zeros",
         )
         # node up1 (ConvTranspose2d) -> 128x32x32
         self.up1 = layers.Conv2DTranspose(
@@ -131,16 +187,24 @@ class FlowTrainModel(keras.Model):
             (2, 2),
             strides=(2, 2),
             output_padding=(0, 0),
-            kernel_initializer=torch_uniform(512),
-            bias_initializer=torch_uniform(512),
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.0625),
+            bias_initializer="zeros",
         )
         # node dec1_conv1 (Conv2d) -> 128x32x32
         self.dec1_conv1 = layers.Conv2D(
-            128, (3, 3), padding="same", kernel_initializer=torch_uniform(2304), bias_initializer=torch_uniform(2304)
+            128,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.02946278254943948),
+            bias_initializer="zeros",
         )
         # node dec1_conv2 (Conv2d) -> 128x32x32
         self.dec1_conv2 = layers.Conv2D(
-            128, (3, 3), padding="same", kernel_initializer=torch_uniform(1152), bias_initializer=torch_uniform(1152)
+            128,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.041666666666666664),
+            bias_initializer="zeros",
         )
         # node up0 (ConvTranspose2d) -> 64x64x64
         self.up0 = layers.Conv2DTranspose(
@@ -148,19 +212,32 @@ class FlowTrainModel(keras.Model):
             (2, 2),
             strides=(2, 2),
             output_padding=(0, 0),
-            kernel_initializer=torch_uniform(256),
-            bias_initializer=torch_uniform(256),
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.08838834764831845),
+            bias_initializer="zeros",
         )
         # node dec0_conv1 (Conv2d) -> 64x64x64
         self.dec0_conv1 = layers.Conv2D(
-            64, (3, 3), padding="same", kernel_initializer=torch_uniform(1152), bias_initializer=torch_uniform(1152)
+            64,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.041666666666666664),
+            bias_initializer="zeros",
         )
         # node dec0_conv2 (Conv2d) -> 64x64x64
         self.dec0_conv2 = layers.Conv2D(
-            64, (3, 3), padding="same", kernel_initializer=torch_uniform(576), bias_initializer=torch_uniform(576)
+            64,
+            (3, 3),
+            padding="same",
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.05892556509887896),
+            bias_initializer="zeros",
         )
         # node head (Conv2d) -> 4x64x64
-        self.head = layers.Conv2D(4, (1, 1), kernel_initializer=torch_uniform(64), bias_initializer=torch_uniform(64))
+        self.head = layers.Conv2D(
+            4,
+            (1, 1),
+            kernel_initializer=keras.initializers.RandomNormal(0.0, 0.1767766952966369),
+            bias_initializer="zeros",
+        )
 
     def call(self, x, training=False):
         # node input (Input) -> 3x64x64, held channels-last
