@@ -184,12 +184,14 @@ def settle(page: Any, clock: Clock, done: Callable[[dict[str, Any]], bool], what
             drawn = now - t0
         ok = state["settled"] and done(state)
         activity = (state["runs"], state["sent"], state["received"])
-        if not ok or activity != seen:
-            since = now if ok else None
-            seen = activity
-        elif since is not None and now - since >= QUIET_S:
+        if not ok:
+            since = None
+        elif since is None or activity != seen:  # (became true without a script run ending: a scroll)
+            since = now
+        elif now - since >= QUIET_S:
             count, running = clock.runs(page, since - t0)
             return Timing(since - t0, drawn if drawn is not None else since - t0, count, running)
+        seen = activity
     picture = Path(tempfile.gettempdir()) / "editor-browser-timeout.png"
     page.screenshot(path=str(picture), full_page=True)
     raise Unsettled(f"the page did not settle in {TIMEOUT_S:.0f} s after {what or 'an action'}: nodes "
