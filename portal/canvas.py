@@ -4,12 +4,11 @@ and a real network stays readable.
 See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
 newer than its last update (the user's zoom and pan stay; a node added from the palette is sent with
 the view fitted to the graph, so the new node is in sight: the component cannot be told to pan to one);
-a new graph (template, import, undo, auto-layout) remounts it under a new key with its view fitted. A
+a node added from the palette and a new graph (template, import, undo, auto-layout) remount it under a new key with its view fitted. A
 value read back under the current key is applied once, as changes to the state it started from (each
 node is sent tagged with its state's timestamp). :func:`read_event` runs at the top of the page (before
-anything is drawn from the document) and :func:`fragment` where the canvas belongs: a drag reruns only
-the canvas (docs/performance.md has the latencies). The component is patched not to answer the states
-Python sends (portal/canvas_component.py).
+anything is drawn from the document) and :func:`fragment` where the canvas belongs: the component's
+answers rerun only the canvas (docs/performance.md has the latencies).
 
 Readable at any size: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``);
 a graph is laid out so that it fits the canvas at a readable zoom where it can (a long one wrapped
@@ -32,9 +31,9 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+import streamlit_flow
 from streamlit_flow.layouts import ManualLayout
 
-from portal import canvas_component
 from portal.editor_state import SENT_KEY, Editor
 
 CANVAS_HEIGHT = 800
@@ -42,11 +41,10 @@ MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits th
 MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom
 LAYOUT = ManualLayout().__to_dict__()  # ELK "fixed": the positions Python sends
 
-# The component itself (streamlit-flow-component 1.6.1, pinned; patched not to answer Python's states:
-# portal/canvas_component.py): its ``streamlit_flow()`` wrapper sends every node and edge with all of its keys,
-# most of them React Flow's defaults (about 1 KB a node; 500 KB for 500 nodes); :func:`payload` sends only what
-# differs.
-_component = canvas_component.render
+# The component itself (streamlit-flow-component 1.6.1, pinned): its ``streamlit_flow()`` wrapper sends every node
+# and edge with all of its keys, most of them React Flow's defaults (about 1 KB a node; 500 KB for 500 nodes,
+# sent again on each of the script runs an edit causes); :func:`payload` sends only what differs.
+_component = streamlit_flow._st_flow_func
 
 
 def read_event(ed: Editor) -> bool:
@@ -96,8 +94,9 @@ def _page_view(ed: Editor) -> tuple[Any, ...]:
 def fragment(ed: Editor) -> None:
     """The canvas as a fragment: what the component sends reruns only this, not the page.
 
-    A drag (positions only) runs this function alone (so did the component's answers to Python's states,
-    before portal/canvas_component.py switched them off, and do where its patch does not apply). An event that changes what the rest of the page shows (a connection:
+    The component answers every state Python sends twice (when it takes it, and after its layout ran),
+    each answer a script run: as a fragment, such an answer (which changes nothing) and a drag (positions
+    only) run this function alone. An event that changes what the rest of the page shows (a connection:
     the side form's inputs, the validation; a click: the side form) reruns the whole page."""
     before = _page_view(ed)
     if read_event(ed) and _page_view(ed) != before:

@@ -591,7 +591,7 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         blocks_view.block_bar(ed)
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
-        canvas.fragment(ed)  # a drag reruns only the canvas
+        canvas.fragment(ed)  # the component's answers rerun only the canvas
         validation(ed, need, settings)
         start_weights.ask_to_drop(ed)
 

@@ -5,7 +5,7 @@ each one the canvas shows exactly the nodes and edges of the spec.
 
 The browser side is a model of the component as docs/streamlit-flow.md records it: it takes Python's
 state under a new key (remount) or when its own last update is not newer than Python's timestamp,
-answers every state it takes (the package's build) or not (as patched by portal/canvas_component.py),
+answers every state it takes (the package's build) or not (a build patched not to answer),
 reports connections, drags and clicks, and deletes a selected node or edge on Backspace *without*
 reporting it — when that node or edge is deletable. Its clock may be ahead of the server's or behind it.
 
@@ -29,7 +29,7 @@ class FakeComponent:
     """What the browser holds and sends, per docs/streamlit-flow.md."""
 
     def __init__(self, clock_offset_ms: int, answers: bool = True) -> None:
-        self.answers = answers  # the package's build answers every state it takes; the patched one does not
+        self.answers = answers  # the package's build answers every state it takes; a patched one need not
         self.key: str | None = None
         self.nodes: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
