@@ -10,13 +10,14 @@ and times, per size and case, ``--repeat`` times:
 - *palette add*: a click on the palette's ReLU, until the canvas holds the new node;
 - *param change*: a new ``out_features`` typed into the side form of a selected Linear (Enter), until
   the node on the canvas shows it;
-- *drag*: a node dragged 40 px with the mouse, until the page is settled again;
+- *drag*: a node dragged 40 px with the mouse, until the page is settled again after the drag was sent;
 - *connect*: an edge drawn with the mouse into a residual Add, until the canvas holds it.
 
 *Settled* is tests/browser/ui.py's (connected, the script not running, nothing stale) with exactly one
 canvas iframe whose nodes and edges are drawn as expected, and it must hold for ``QUIET_S`` without
-another script run starting (the component's answer to a Python-side update causes one): the time
-is the moment it last became true. Also shown: *drawn*, when the canvas first showed the result (the
+another script run starting or a message going to or coming from the server (the component's answer
+to a Python-side update causes a run; a run of the canvas' fragment alone can be too short to show in
+the page's script state): the time is the moment it last became true. Also shown: *drawn*, when the canvas first showed the result (the
 page may still have been running), and the script runs the action caused (whole page or the canvas'
 fragment) with the seconds the page spent running them. Prints one row per size and case (median,
 p90, n) and the machine's load average before and after.
@@ -63,6 +64,13 @@ RUN_COUNTER = """(() => {
   }).observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
                                          attributeFilter: ['data-test-script-state']});
   if (document.documentElement) watch(); else document.addEventListener('DOMContentLoaded', watch);
+  // every message to and from the server: a script run too short to show in the DOM still sends some
+  window.__ftWs = {sent: 0, received: 0};
+  const Socket = window.WebSocket;
+  window.WebSocket = class extends Socket {
+    constructor(...args) { super(...args); this.addEventListener('message', () => { window.__ftWs.received += 1; }); }
+    send(data) { window.__ftWs.sent += 1; return super.send(data); }
+  };
 })();"""
 
 # The page as the waits see it: settled (tests/browser/ui.py), and the one canvas' nodes, edges and texts.
@@ -79,7 +87,8 @@ STATE = """(sel) => {
     edges = doc.querySelectorAll('.react-flow__edge').length;
     for (const n of drawn) texts[n.getAttribute('data-id')] = n.innerText;
   }
-  return {settled, runs: window.__ftRunsEnded, nodes, edges, texts};
+  return {settled, runs: window.__ftRunsEnded, sent: window.__ftWs.sent, received: window.__ftWs.received,
+          nodes, edges, texts};
 }"""
 
 
@@ -165,7 +174,7 @@ def settle(page: Any, clock: Clock, done: Callable[[dict[str, Any]], bool], what
     """From the action until ``done(state)`` and settled became true for the last time before a quiet spell."""
     since: float | None = None
     drawn: float | None = None
-    runs = None
+    seen: tuple[int, int, int] | None = None  # script runs ended, messages sent and received
     t0 = clock.t0
     deadline = t0 + TIMEOUT_S
     while time.perf_counter() < deadline:
@@ -174,12 +183,15 @@ def settle(page: Any, clock: Clock, done: Callable[[dict[str, Any]], bool], what
         if drawn is None and done(state):
             drawn = now - t0
         ok = state["settled"] and done(state)
-        if not ok or state["runs"] != runs:
-            since = now if ok else None
-            runs = state["runs"]
-        elif since is not None and now - since >= QUIET_S:
+        activity = (state["runs"], state["sent"], state["received"])
+        if not ok:
+            since = None
+        elif since is None or activity != seen:  # (became true without a script run ending: a scroll)
+            since = now
+        elif now - since >= QUIET_S:
             count, running = clock.runs(page, since - t0)
             return Timing(since - t0, drawn if drawn is not None else since - t0, count, running)
+        seen = activity
     picture = Path(tempfile.gettempdir()) / "editor-browser-timeout.png"
     page.screenshot(path=str(picture), full_page=True)
     raise Unsettled(f"the page did not settle in {TIMEOUT_S:.0f} s after {what or 'an action'}: nodes "
@@ -282,7 +294,7 @@ def case_param(page: Any, node_id: str, value: int) -> Timing:
 
 def case_drag(page: Any, node_id: str, dy: float) -> Timing:
     node = {n["id"]: n for n in visible_nodes(page)}[node_id]
-    runs = page.evaluate(STATE, CANVAS)["runs"]
+    sent = page.evaluate(STATE, CANVAS)["sent"]
     x, y = node["centre"]
     y += node["width"] * 0.1  # on its text, off its handles
     page.mouse.move(x, y)
@@ -290,7 +302,7 @@ def case_drag(page: Any, node_id: str, dy: float) -> Timing:
     clock = Clock(page)
     page.mouse.move(x + 10, y + dy, steps=8)
     page.mouse.up()
-    return settle(page, clock, lambda s: s["runs"] > runs, "a drag")
+    return settle(page, clock, lambda s: s["sent"] > sent, "a drag")
 
 
 def case_connect(page: Any, source: str, target: str) -> Timing:

@@ -4,10 +4,11 @@ and a real network stays readable.
 See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
 newer than its last update (the user's zoom and pan stay; a node added from the palette is sent with
 the view fitted to the graph, so the new node is in sight: the component cannot be told to pan to one);
-a new graph (template, import, undo, auto-layout) remounts it under a new key with its view fitted. A
-value read back under the current key is applied once. :func:`read_event` runs at the top of the page
-(before anything is drawn from the document) and :func:`fragment` where the canvas belongs: the
-component's answers rerun only the canvas (docs/performance.md has the latencies).
+a node added from the palette and a new graph (template, import, undo, auto-layout) remount it under a new key with its view fitted. A
+value read back under the current key is applied once, as changes to the state it started from (each
+node is sent tagged with its state's timestamp). :func:`read_event` runs at the top of the page (before
+anything is drawn from the document) and :func:`fragment` where the canvas belongs: the component's
+answers rerun only the canvas (docs/performance.md has the latencies).
 
 Readable at any size: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``);
 a graph is laid out so that it fits the canvas at a readable zoom where it can (a long one wrapped
@@ -33,16 +34,16 @@ import streamlit as st
 import streamlit_flow
 from streamlit_flow.layouts import ManualLayout
 
-from portal.editor_state import Editor
+from portal.editor_state import SENT_KEY, Editor
 
 CANVAS_HEIGHT = 800
 MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits the canvas whole
 MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom
 LAYOUT = ManualLayout().__to_dict__()  # ELK "fixed": the positions Python sends
 
-# The component itself (streamlit-flow-component 1.6.1, pinned): its ``streamlit_flow()`` wrapper sends every
-# node and edge with all of its keys, most of them React Flow's defaults (about 1 KB a node; 500 KB for 500
-# nodes, sent again on each of the script runs an edit causes); :func:`payload` sends only what differs.
+# The component itself (streamlit-flow-component 1.6.1, pinned): its ``streamlit_flow()`` wrapper sends every node
+# and edge with all of its keys, most of them React Flow's defaults (about 1 KB a node; 500 KB for 500 nodes,
+# sent again on each of the script runs an edit causes); :func:`payload` sends only what differs.
 _component = streamlit_flow._st_flow_func
 
 
@@ -56,12 +57,13 @@ def payload(ed: Editor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     (hidden, selected, draggable, selectable, connectable, focusable: false/true as React Flow has them).
     Kept: ``deletable: False`` (React Flow deletes on Backspace by default, see above), the handles' sides
     (the component's own node types put them left and right without them) and a non-default node type."""
-    nodes, edges = ed.canvas_payload()
+    nodes, edges = ed.canvas_payload()  # may bump the timestamp (new shapes to show): read it after
     flow_nodes = []
     for n in nodes:
         node = {"id": n["id"], "position": {"x": n["position"]["x"], "y": n["position"]["y"]},
-                # not "label": the component would show data["label"], the raw label, instead of the escaped text
-                "data": {k: v for k, v in n["data"].items() if k != "label"},
+                # not "label": the component would show data["label"], the raw label, instead of the escaped text;
+                # SENT_KEY: the state this is, echoed back in the browser's values (Editor.apply_canvas_value)
+                "data": {**{k: v for k, v in n["data"].items() if k != "label"}, SENT_KEY: ed.canvas_ts},
                 "sourcePosition": "bottom", "targetPosition": "top", "deletable": False, "style": dict(n["style"])}
         if n.get("type", "default") != "default":
             node["type"] = n["type"]

@@ -125,6 +125,22 @@ def _new(ed: Editor) -> None:
     _forget_template_choice()
 
 
+EXPORT_KEY = "editor.export"  # the export of the document as it was last written (reset with the other editor.*)
+
+
+def _export(ed: Editor) -> tuple[str, list[Problem]]:
+    """:func:`export_document`, written again only when the document changed: a 500-node spec took a tenth of a
+    second or more to write (indented JSON goes through Python's pure-Python encoder) on every run of the page."""
+    problems = ed.problems()
+    key = (id(ed.doc), ed.rev, tuple(str(p) for p in problems),
+           tuple((n["id"], str(n.get("position"))) for n in ed.doc.get("nodes") or []))  # a drag: no new revision
+    cached = st.session_state.get(EXPORT_KEY)
+    if cached is None or cached[0] != key:
+        cached = (key, *export_document(ed))
+        st.session_state[EXPORT_KEY] = cached
+    return cached[1], cached[2]
+
+
 def toolbar(ed: Editor, settings: Settings, user: str) -> None:
     c1, c2, c3, c4, c5 = st.columns([3, 3, 2, 1, 1], vertical_alignment="bottom")
     with c1:
@@ -151,7 +167,7 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
         st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
                          args=(ed, ed.upload_key, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
     with c2:
-        text, problems = export_document(ed)
+        text, problems = _export(ed)
         st.download_button("Export spec (JSON)", data=text, file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
                            mime="application/json", key="toolbar.export",
                            help=f"Exported with its {len(problems)} problem(s) listed at the top of the file "
