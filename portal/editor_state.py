@@ -199,7 +199,9 @@ class Editor(BlockEdits):
     def _remount(self) -> None:
         """Show a new graph: a new component (new key), its view fitted to the graph."""
         self.canvas_version += 1
-        self.canvas_ts = int(time.time() * 1000)
+        # never the timestamp of a state already sent: nodes carry it back (SENT_KEY), and a value from the
+        # old state read as one from this state would drop what Python added in the same millisecond
+        self.canvas_ts = max(int(time.time() * 1000), self.canvas_ts + 1)
         self.canvas_fit = True
         self.last_event_ts = None
         self._sent_signature = None
