@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -58,10 +59,26 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     print(f"TensorBoard on http://127.0.0.1:{port}/ for {len(spec)} run(s); Ctrl-C stops it", flush=True)
     cmd = [sys.executable, "-c", TB_MAIN, "--host", "127.0.0.1", "--port", str(port),
            "--logdir_spec", ",".join(f"{name}:{path}" for name, path in spec)]
+    return serve(cmd)
+
+
+def serve(cmd: list[str]) -> int:
+    """Run TensorBoard until it ends, or until this command is stopped: Ctrl-C or a SIGTERM (a batch
+    system's, a session's end) stops TensorBoard too, never leaving it serving with no parent."""
+    server = subprocess.Popen(cmd)
+
+    def stop(signum: int, frame: object) -> None:
+        server.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        return subprocess.run(cmd, check=False).returncode
+        return server.wait()
     except KeyboardInterrupt:
+        server.terminate()
+        server.wait()
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def logdir_spec(runs: list[Run]) -> tuple[list[tuple[str, str]], list[Run]]:

@@ -79,8 +79,12 @@ def test_the_tensorboard_command_serves_the_run_on_loopback(tb_run: dict[str, An
                 return []
 
         assert wait_until(listed, timeout=120, message="TensorBoard listing the run") == [f"tb_demo-{run.id}/."]
+        server.terminate()  # as a batch system or a session's end stops the command
+        server.wait(timeout=30)
+        # TensorBoard went with it (it once served on, orphaned, after its command was gone)
+        assert wait_until(lambda: not listed(), timeout=30, message="TensorBoard stopping with its command")
     finally:
-        server.terminate()
+        server.kill()
         server.wait(timeout=30)
 
 
