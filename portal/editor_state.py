@@ -142,6 +142,7 @@ class Editor(BlockEdits):
     canvas_ts: int = 0
     canvas_fit: bool = True  # fit the view when this canvas version mounts (a new document, a layout)
     last_event_ts: int | None = None
+    last_event_sel: Any = None  # the selectedId that value carried
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
     # Why a value typed into a field was refused, by the field's name (``training.epochs``,
@@ -203,7 +204,7 @@ class Editor(BlockEdits):
         # old state read as one from this state would drop what Python added in the same millisecond
         self.canvas_ts = max(int(time.time() * 1000), self.canvas_ts + 1)
         self.canvas_fit = True
-        self.last_event_ts = None
+        self.last_event_ts = self.last_event_sel = None
         self._sent_signature = None
         self._sent_contents = {}
         self._sent_states = {}
@@ -536,11 +537,13 @@ class Editor(BlockEdits):
         """
         if not isinstance(value, dict):
             return False
-        ts = value.get("timestamp")
-        if not isinstance(ts, (int, float)) or ts == self.last_event_ts:
+        ts, sel = value.get("timestamp"), value.get("selectedId")
+        # Streamlit hands the last value back on every rerun: applied once. Not by timestamp alone: one
+        # click on a node sends two values (the drag stop, then the click with its selectedId) that can
+        # carry the same millisecond, and the click read as "already applied" was lost.
+        if not isinstance(ts, (int, float)) or (ts, sel) == (self.last_event_ts, self.last_event_sel):
             return False
-        self.last_event_ts = int(ts)
-        sel = value.get("selectedId")
+        self.last_event_ts, self.last_event_sel = int(ts), sel
         if isinstance(sel, str) and self.has_node(sel):
             self.selected = sel
 
