@@ -27,7 +27,7 @@ from core.errors import FlowTrainError
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, SchedulerError
-from schedulers.contention import during, here
+from schedulers.contention import during, here, runnable
 from schedulers.registry.files import read_result, tail_file
 from schedulers.selector import Candidate, Selection
 from schedulers.speed import (
@@ -168,8 +168,8 @@ def run_calibration(
 ) -> Measurement:
     """Generate the program into the calibration folder, submit it with ``--calibrate``, wait for it,
     and read its result. :class:`CalibrationFailed` says why when it does not complete. A local job's
-    measurement keeps the machine's load before and after it (:mod:`schedulers.contention`): the
-    estimate scales its compute terms by the load a run then starts under."""
+    measurement keeps the machine's load before and after it and the runnable tasks while it ran
+    (:mod:`schedulers.contention`): the estimate scales its compute terms by the load a run then starts under."""
     from core.codegen import generate
 
     folder = settings.home / "calibration" / f"{key[:16]}-{c.framework}"
@@ -191,11 +191,15 @@ def run_calibration(
     start_by = time.monotonic() + sel.queue_wait_s
     end_by = start_by + sel.time_limit_min * 60 + 60
     started = False
+    samples: list[int] = []
     while True:
         status = executor.status(job_id)
         if status.state.is_final:
             break
         started = started or status.state.value == "RUNNING"
+        seen = runnable() if before is not None and started else None
+        if seen is not None:
+            samples.append(seen)  # the contention the job runs under, without the load average's lag
         now = time.monotonic()
         if (not started and now > start_by) or now > end_by:
             executor.cancel(job_id)
@@ -204,7 +208,7 @@ def run_calibration(
             raise CalibrationFailed(f"job {job_id} on {c.partition} {waited}: cancelled")
         time.sleep(POLL_S)
     ended = time.time()
-    contention = during(before, os.getloadavg()[0], ended - submitted) if before is not None else None
+    contention = during(before, os.getloadavg()[0], ended - submitted, samples) if before is not None else None
     try:
         doc = read_result(folder / RESULT_FILE)
     except (ValueError, OSError) as exc:

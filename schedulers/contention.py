@@ -3,9 +3,10 @@ much slower the run's compute is for the difference.
 
 A step time measured on a shared machine is that machine's at that moment: a calibration job timed at a load
 average of 8 and a run started at 20 are two different machines. Each measurement of the local scheduler
-records the 1-minute load average (``os.getloadavg``) just before its job was submitted and just after it
-ended (:func:`during`: the load it ran under, without itself), the machine's CPUs and the program's threads
-(:class:`Contention`); the estimate reads the load again
+records the load it ran under, without itself (:func:`during`: the mean count of runnable tasks while it ran,
+read at each of the calibration's polls; the 1-minute load average, ``os.getloadavg``, before and after it is
+kept too), the machine's CPUs and the program's threads (:class:`Contention`); the estimate reads the load
+average
 (:func:`schedulers.utilisation.local_utilisation`) and scales the compute terms (training steps, validation
 passes) by :func:`load_factor`, the ratio of the slowdowns now and then:
 
@@ -25,12 +26,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 LOAD_WEIGHT = 1.0  # what one task of the 1-minute load average costs the program (bench/load_slowdown.py)
 SAME = 0.05  # a factor within 5% of 1 is not applied (the load average's own noise)
+MIN_SAMPLES = 4  # readings of the runnable tasks (one per poll, every 0.5 s) that make a job's contention
 MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this (the model against bench/load_slowdown.py's jobs)
 
 
@@ -38,11 +41,12 @@ MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this (the model agai
 class Contention:
     """The CPU contention on the machine a job ran on (or a run would start on)."""
 
-    load: float  # other runnable tasks: the 1-minute load average without the job (:func:`during`, :func:`here`)
+    load: float  # other runnable tasks: beside the job, without it (:func:`during`); now, the load average (:func:`here`)
     cpus: int  # the machine's CPUs (os.cpu_count)
     threads: int  # the program's compute threads (the generated programs use every CPU the job may run on)
     load_before: float | None = None  # a job's: the load average read before it was submitted
     load_end: float | None = None  # and after it ended (its own threads in it)
+    runnable: float | None = None  # the mean count of runnable tasks while it ran (itself and the reader included)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,9 +59,9 @@ class Contention:
         load, cpus, threads = doc.get("load"), doc.get("cpus"), doc.get("threads")
         if not all(_number(v) for v in (load, cpus, threads)) or cpus < 1 or threads < 1 or load < 0:  # type: ignore[operator]
             return None
-        before, end = (doc.get(k) for k in ("load_before", "load_end"))
-        return cls(float(load), int(cpus), int(threads),  # type: ignore[arg-type]
-                   float(before) if _number(before) else None, float(end) if _number(end) else None)
+        before, end, runnable = (doc.get(k) for k in ("load_before", "load_end", "runnable"))
+        return cls(float(load), int(cpus), int(threads), *(float(v) if _number(v) else None  # type: ignore[arg-type]
+                                                          for v in (before, end, runnable)))
 
     @property
     def slowdown(self) -> float:
@@ -75,14 +79,30 @@ def here() -> Contention:
     return Contention(os.getloadavg()[0], cpus, max(min(threads, cpus), 1))
 
 
-def during(before: Contention, load_end: float, seconds: float) -> Contention:
-    """The contention a job of ``seconds`` ran under, from the load average before it (``before``: :func:`here`)
-    and after it: their mean, the job's own share taken out of the second (the 1-minute average has taken in
-    ``1 - exp(-seconds / 60)`` of the job's ``threads`` by its end). The load average lags a minute behind the
-    machine; the mean of both ends follows a load that changed during the job half-way."""
+def runnable() -> int | None:
+    """The tasks runnable right now (``procs_running`` of /proc/stat; the reader itself among them), ``None`` where
+    there is no /proc/stat. No lag, unlike the load average, and no smoothing either: a job's readings are averaged
+    (:func:`during`)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("procs_running ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def during(before: Contention, load_end: float, seconds: float, samples: Sequence[int] = ()) -> Contention:
+    """The contention a job of ``seconds`` ran under: with :data:`MIN_SAMPLES` or more ``samples`` of
+    :func:`runnable` taken while it ran, their mean less the reader and the job's own threads; else from the load
+    average before it (``before``: :func:`here`) and after it: their mean, the job's own share taken out of the
+    second (the 1-minute average has taken in ``1 - exp(-seconds / 60)`` of the job's ``threads`` by its end).
+    The load average lags a minute: when the load fell from 14 to a few during a job, the average said 11, the
+    runnable tasks 4, and the step time agreed with the second (docs/selector.md, "Load")."""
     own = before.threads * (1.0 - math.exp(-max(seconds, 0.0) / 60.0))
     load = (before.load + max(load_end - own, 0.0)) / 2
-    return Contention(load, before.cpus, before.threads, load_before=before.load, load_end=load_end)
+    seen = statistics.fmean(samples) if len(samples) >= MIN_SAMPLES else None
+    if seen is not None:
+        load = max(seen - 1 - before.threads, 0.0)
+    return Contention(load, before.cpus, before.threads, load_before=before.load, load_end=load_end, runnable=seen)
 
 
 def slowdown(load: float, threads: int, cpus: int, weight: float = LOAD_WEIGHT) -> float:
@@ -91,22 +111,20 @@ def slowdown(load: float, threads: int, cpus: int, weight: float = LOAD_WEIGHT) 
     return max(1.0, (weight * max(load, 0.0) + threads) / max(cpus, 1))
 
 
-def load_factor(now: Contention | None, then: Contention | None) -> float:
+def load_factor(now: Contention | None, then: Contention | None, threads: int | None = None) -> float:
     """How many times longer a compute term measured under ``then`` takes under ``now``: 1 when either is not
-    known, or when the two differ by less than :data:`SAME`. The threads and CPUs are the measurement's (the same
-    program on the same kind of machine)."""
+    known, or when the two differ by less than :data:`SAME`. The CPUs are the measurement's (the same kind of
+    machine); the threads too, unless ``threads`` says how many the term runs (1: the start-up's imports and
+    data loading)."""
     if now is None or then is None:
         return 1.0
-    factor = slowdown(now.load, then.threads, then.cpus) / then.slowdown
+    threads = threads or then.threads
+    factor = slowdown(now.load, threads, then.cpus) / slowdown(then.load, threads, then.cpus)
     return 1.0 if abs(factor - 1.0) < SAME else factor
 
 
-def load_words(now: Contention | None, then: Contention | None, what: str = "training and validation",
-               at: str = "at calibration") -> str:
-    """``load 3.1 now vs 0.4 at calibration (2 CPUs): training and validation ×1.6`` ("" when nothing to say);
-    ``at``: where the measurement was made (``in run r-12``, a completed run's figures)."""
-    if now is None or then is None:
-        return ""
-    factor = load_factor(now, then)
-    effect = f"{what} ×{factor:.2g}" if factor != 1.0 else "no change"
-    return f"load {now.load:.1f} now vs {then.load:.1f} {at} ({then.cpus} CPUs): {effect}"
+def load_words(now: Contention, then: Contention, factors: Mapping[str, float], at: str = "at calibration") -> str:
+    """``load 3.1 now vs 0.4 at calibration (2 CPUs): training and validation ×1.6, start-up ×1.3``: the loads and
+    each term's factor (``factors``: words → factor); ``at``: where the measurement was made (``in run r-12``)."""
+    effects = [f"{what} ×{f:.2g}" for what, f in factors.items() if f != 1.0]
+    return f"load {now.load:.1f} now vs {then.load:.1f} {at} ({then.cpus} CPUs): {', '.join(effects) or 'no change'}"

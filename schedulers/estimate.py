@@ -172,7 +172,9 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                      "conv_macs_per_sample": train_conv_macs_per_sample(analysis)}, load)
 
 
-SCALED = ("train", "val")  # the compute terms the load scales (docs/selector.md, "Load")
+# The terms the load scales (docs/selector.md, "Load"), in words, with their threads: the steps and the evaluation
+# the program's (None), the start-up (the interpreter, the imports, the data's loading and the model's build) one
+SCALED = {"training and validation": (("train", "val"), None), "start-up": (("startup",), 1)}
 
 
 def load_scaled(terms: dict[str, Term], now: Contention | None, then: Contention | None,
@@ -187,13 +189,16 @@ def load_scaled(terms: dict[str, Term], now: Contention | None, then: Contention
         return {}
     if then is None:
         return {"contention": now.to_dict()}
-    factor = load_factor(now, then)
-    if factor != 1.0:
-        for name in SCALED:
-            seconds, spread, source = terms[name]
-            terms[name] = seconds * factor, spread * MODEL_FACTOR, f"{source}, ×{factor:.2g} for the load"
+    factors = {what: load_factor(now, then, threads) for what, (_, threads) in SCALED.items()}
+    for what, (names, _) in SCALED.items():
+        if factors[what] != 1.0:
+            for name in names:
+                seconds, spread, source = terms[name]
+                terms[name] = (seconds * factors[what], spread * MODEL_FACTOR,
+                               f"{source}, ×{factors[what]:.2g} for the load")
     return {"contention": now.to_dict(), "now": now.load, "then": then.load, "cpus": then.cpus,
-            "threads": then.threads, "factor": factor, "words": load_words(now, then, at=at)}
+            "threads": then.threads, "factor": factors["training and validation"], "startup_factor":
+            factors["start-up"], "words": load_words(now, then, factors, at=at)}
 
 
 _UNDER_ONE = {"s": "a second", "min": "a minute", "h": "6 min", "days": "a day"}  # what one step of each unit is
