@@ -3,19 +3,18 @@ much slower the run's compute is for the difference.
 
 A step time measured on a shared machine is that machine's at that moment: a calibration job timed at a load
 average of 8 and a run started at 20 are two different machines. Each measurement of the local scheduler
-records the load it ran under, without itself (:func:`during`: the mean count of runnable tasks while it ran,
-read at each of the calibration's polls; the 1-minute load average, ``os.getloadavg``, before and after it is
-kept too), the machine's CPUs and the program's threads (:class:`Contention`); the estimate reads the load
-average
-(:func:`schedulers.utilisation.local_utilisation`) and scales the compute terms (training steps, validation
-passes) by :func:`load_factor`, the ratio of the slowdowns now and then:
+records the load it ran beside (:func:`during`: the mean count of runnable tasks while it ran, read at each of
+the calibration's polls, less itself; the 1-minute load average, ``os.getloadavg``, before and after it is kept
+too), the machine's CPUs and the program's threads (:class:`Contention`). The estimate reads the load average
+now (:func:`schedulers.utilisation.local_utilisation`) and scales the compute terms (start-up, training steps,
+validation passes; not the writes) by :func:`load_factor`, the ratio of the slowdowns now and then:
 
     slowdown(load) = max(1, (LOAD_WEIGHT x load + threads) / cpus)
 
 ``threads`` runnable threads of the program share ``cpus`` cores with ``load`` other runnable tasks: beyond
-one thread per core, each gets ``cpus / (load + threads)`` of one. ``LOAD_WEIGHT`` is what a task of the
-load average costs the program, measured by ``bench/load_slowdown.py`` (docs/selector.md, "Load"). The load
-now and the load a job ran under are both without the job itself, so they compare alike.
+one thread per core, each gets ``cpus / (load + threads)`` of one. ``LOAD_WEIGHT`` is what one other task
+costs the program: 1, as ``bench/load_slowdown.py`` measured it (the best fit 0.85; docs/selector.md, "Load").
+The load now and the load a job ran beside are both without the job itself, so they compare alike.
 
 A Slurm job's CPUs are allocated to it (``cpus_per_task``), not shared: a Slurm measurement, and a Slurm
 candidate, count as uncontended (no :class:`Contention`, factor 1). Other users' jobs on a node that Slurm
@@ -111,20 +110,20 @@ def slowdown(load: float, threads: int, cpus: int, weight: float = LOAD_WEIGHT) 
     return max(1.0, (weight * max(load, 0.0) + threads) / max(cpus, 1))
 
 
-def load_factor(now: Contention | None, then: Contention | None, threads: int | None = None) -> float:
+def load_factor(now: Contention | None, then: Contention | None) -> float:
     """How many times longer a compute term measured under ``then`` takes under ``now``: 1 when either is not
-    known, or when the two differ by less than :data:`SAME`. The CPUs are the measurement's (the same kind of
-    machine); the threads too, unless ``threads`` says how many the term runs (1: the start-up's imports and
-    data loading)."""
+    known, or when the two differ by less than :data:`SAME`. The threads and CPUs are the measurement's (the same
+    program on the same kind of machine)."""
     if now is None or then is None:
         return 1.0
-    threads = threads or then.threads
-    factor = slowdown(now.load, threads, then.cpus) / slowdown(then.load, threads, then.cpus)
+    factor = slowdown(now.load, then.threads, then.cpus) / then.slowdown
     return 1.0 if abs(factor - 1.0) < SAME else factor
 
 
-def load_words(now: Contention, then: Contention, factors: Mapping[str, float], at: str = "at calibration") -> str:
-    """``load 3.1 now vs 0.4 at calibration (2 CPUs): training and validation ×1.6, start-up ×1.3``: the loads and
-    each term's factor (``factors``: words → factor); ``at``: where the measurement was made (``in run r-12``)."""
-    effects = [f"{what} ×{f:.2g}" for what, f in factors.items() if f != 1.0]
-    return f"load {now.load:.1f} now vs {then.load:.1f} {at} ({then.cpus} CPUs): {', '.join(effects) or 'no change'}"
+def load_words(now: Contention, then: Contention, at: str = "at calibration",
+               what: str = "start-up, training and validation") -> str:
+    """``load 3.1 now vs 0.4 at calibration (2 CPUs): start-up, training and validation ×2.1``; ``at``: where the
+    measurement was made (``in run r-12``, a completed run's figures)."""
+    factor = load_factor(now, then)
+    effect = f"{what} ×{factor:.2g}" if factor != 1.0 else "no change"
+    return f"load {now.load:.1f} now vs {then.load:.1f} {at} ({then.cpus} CPUs): {effect}"

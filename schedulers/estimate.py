@@ -21,7 +21,7 @@ says which (:attr:`Estimate.sources`). The uncertainty is per term: a measured t
 :data:`PEER_FACTOR`, a default :data:`DEFAULT_TERM_FACTOR`, and the training term the speed's own
 factor (:mod:`schedulers.macs_model`); the range is the sum of the terms' lows to the sum of their highs.
 
-On the local machine, the measured compute terms (training, validation) are scaled by the CPU load a run would
+On the local machine, the measured compute terms (start-up, training, validation) are scaled by the CPU load a run would
 start under against the load the calibration job ran under (:mod:`schedulers.contention`), and say so
 (:attr:`Estimate.load`).
 """
@@ -172,9 +172,7 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                      "conv_macs_per_sample": train_conv_macs_per_sample(analysis)}, load)
 
 
-# The terms the load scales (docs/selector.md, "Load"), in words, with their threads: the steps and the evaluation
-# the program's (None), the start-up (the interpreter, the imports, the data's loading and the model's build) one
-SCALED = {"training and validation": (("train", "val"), None), "start-up": (("startup",), 1)}
+SCALED = ("startup", "train", "val")  # the terms the load scales (docs/selector.md, "Load"): not the writes
 
 
 def load_scaled(terms: dict[str, Term], now: Contention | None, then: Contention | None,
@@ -189,16 +187,13 @@ def load_scaled(terms: dict[str, Term], now: Contention | None, then: Contention
         return {}
     if then is None:
         return {"contention": now.to_dict()}
-    factors = {what: load_factor(now, then, threads) for what, (_, threads) in SCALED.items()}
-    for what, (names, _) in SCALED.items():
-        if factors[what] != 1.0:
-            for name in names:
-                seconds, spread, source = terms[name]
-                terms[name] = (seconds * factors[what], spread * MODEL_FACTOR,
-                               f"{source}, ×{factors[what]:.2g} for the load")
+    factor = load_factor(now, then)
+    if factor != 1.0:
+        for name in SCALED:
+            seconds, spread, source = terms[name]
+            terms[name] = seconds * factor, spread * MODEL_FACTOR, f"{source}, ×{factor:.2g} for the load"
     return {"contention": now.to_dict(), "now": now.load, "then": then.load, "cpus": then.cpus,
-            "threads": then.threads, "factor": factors["training and validation"], "startup_factor":
-            factors["start-up"], "words": load_words(now, then, factors, at=at)}
+            "threads": then.threads, "factor": factor, "words": load_words(now, then, at=at)}
 
 
 _UNDER_ONE = {"s": "a second", "min": "a minute", "h": "6 min", "days": "a day"}  # what one step of each unit is

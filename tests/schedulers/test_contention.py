@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,24 +59,35 @@ def choose(cache: SpeedCache, util: dict[str, PartitionUtilisation], now: float 
                   speeds=SpeedBook(cache, now=now), require="torch").candidates[0]
 
 
-def test_the_slowdown_model_predicts_step_times_measured_under_other_loads() -> None:
-    """bench/load_slowdown.py's calibration jobs of one graph, each under another load (busy loops beside the
-    machine's other work): the step time predicted from each other job's, scaled by the load, is nearer the one
-    measured than the unscaled figure, and within the model's stated uncertainty of it."""
-    rows = json.loads(DATA.read_text())["rows"]
-    assert len({r["hogs"] for r in rows}) >= 2
-    scaled_errors, unscaled_errors = [], []
+def pair_errors(rows: list[dict[str, Any]], figure: str, scaled: bool) -> list[float]:
+    """For every ordered pair of recorded jobs, |log(predicted / measured)| of ``figure`` predicted for one from
+    the other's, scaled by the load (``scaled``) or as it is."""
+    errors = []
     for then in rows:
         for now in rows:
-            if now is then or now["fw"] != then["fw"]:
-                continue
-            factor = load_factor(Contention(now["load"], now["cpus"], now["threads"]),
-                                 Contention(then["load"], then["cpus"], then["threads"]))
-            predicted = then["step_s"] * factor
-            assert 1 / MODEL_FACTOR <= predicted / now["step_s"] <= MODEL_FACTOR, (then, now, predicted)
-            scaled_errors.append(abs(predicted / now["step_s"] - 1))
-            unscaled_errors.append(abs(then["step_s"] / now["step_s"] - 1))
-    assert sum(scaled_errors) < sum(unscaled_errors)
+            if now is not then:
+                factor = load_factor(Contention(now["load"], now["cpus"], now["threads"]),
+                                     Contention(then["load"], then["cpus"], then["threads"])) if scaled else 1.0
+                errors.append(abs(math.log(then[figure] * factor / now[figure])))
+    return errors
+
+
+def test_the_slowdown_model_predicts_step_times_measured_under_other_loads() -> None:
+    """bench/load_slowdown.py's calibration jobs of one graph (torch, the MNIST CNN), each beside another load
+    (busy loops beside the machine's other work, 3 to 22 other runnable tasks on 2 CPUs): a step time predicted
+    from any other job's, scaled by the load, is within the model's stated uncertainty of the one measured (the
+    root mean square of the log ratio), never more than 1.4x off, where unscaled it is up to 4.8x; the start-up
+    (the imports, the data, the model) is nearer scaled too."""
+    rows = json.loads(DATA.read_text())["rows"]
+    assert len(rows) >= 8 and max(r["load"] for r in rows) > 4 * min(r["load"] for r in rows)
+    for r in rows:
+        r["start_s"] = r["startup_s"] + r["launch_s"]
+    scaled, unscaled = pair_errors(rows, "step_s", True), pair_errors(rows, "step_s", False)
+    rms = math.sqrt(statistics.fmean(e * e for e in scaled))
+    assert rms <= math.log(MODEL_FACTOR) and max(scaled) < math.log(1.4), (rms, max(scaled))
+    assert max(unscaled) > math.log(3) and rms < math.sqrt(statistics.fmean(e * e for e in unscaled)) / 3
+    start, start_unscaled = pair_errors(rows, "start_s", True), pair_errors(rows, "start_s", False)
+    assert statistics.fmean(e * e for e in start) < statistics.fmean(e * e for e in start_unscaled) / 2
 
 
 def test_the_model_is_one_thread_per_core_beyond_the_cores() -> None:
@@ -83,7 +95,6 @@ def test_the_model_is_one_thread_per_core_beyond_the_cores() -> None:
     assert slowdown(2.0, 2, 2) == pytest.approx(2.0) and slowdown(6.0, 2, 4) == pytest.approx(2.0)
     then, now = Contention(0.4, 2, 2), Contention(3.1, 2, 2)
     assert load_factor(now, then) == pytest.approx(5.1 / 2.4)
-    assert load_factor(now, then, threads=1) == pytest.approx(4.1 / 2)  # one thread had a core of its own at 0.4
     assert load_factor(then, now) == pytest.approx(2.4 / 5.1)  # a quieter machine now: the run is faster
     assert load_factor(Contention(0.45, 2, 2), then) == 1.0  # within 5%: the load average's own noise
     assert load_factor(None, then) == load_factor(now, None) == 1.0
@@ -111,23 +122,21 @@ def test_a_measurement_keeps_the_load_it_was_measured_under(tmp_path: Path) -> N
     assert back.contention == Contention(0.4, 2, 2, load_before=0.2, load_end=1.3) and back == replace(m, user=back.user)
 
 
-def test_the_estimate_scales_training_validation_and_start_up_by_the_load_now_and_says_so(tmp_path: Path) -> None:
-    """Calibrated at a load of 0.4 on 2 CPUs, estimated at 3.1: training and validation (the program's 2 threads)
-    take (3.1 + 2) / (0.4 + 2) = 2.1 times as long, the start-up (one thread: the imports, the data) (3.1 + 1) / 2
-    = 2.05 times (at 0.4 it had a core to itself); their uncertainty widens by the model's, and the reason says
-    it. Checkpoints and the end are writes, not compute, and keep their measured figures."""
+def test_the_estimate_scales_start_up_training_and_validation_by_the_load_now_and_says_so(tmp_path: Path) -> None:
+    """Calibrated beside a load of 0.4 on 2 CPUs, estimated at 3.1: the start-up, training and validation (the
+    program's 2 threads) take (3.1 + 2) / (0.4 + 2) = 2.1 times as long, their uncertainty widens by the model's,
+    and the reason says it. Checkpoints and the end are writes, not compute, and keep their measured figures."""
     cache = SpeedCache(tmp_path)
     quiet = local(0.4)
     measure(cache, quiet["local"], "torch", step_s=0.05, contention=Contention(0.4, 2, 2))
     same, busy = choose(cache, quiet), choose(cache, local(3.1))
     e0, e1 = same.estimate, busy.estimate
     assert e0["load"]["factor"] == 1.0 and "load 0.4 now vs 0.4 at calibration (2 CPUs): no change" in same.reason
-    assert e1["train_s"] == pytest.approx(e0["train_s"] * 5.1 / 2.4)
-    assert e1["val_s"] == pytest.approx(e0["val_s"] * 5.1 / 2.4)
-    assert e1["startup_s"] == pytest.approx(e0["startup_s"] * 4.1 / 2)
+    for part in ("startup_s", "train_s", "val_s"):
+        assert e1[part] == pytest.approx(e0[part] * 5.1 / 2.4), part
     assert (e1["checkpoint_s"], e1["end_s"]) == (e0["checkpoint_s"], e0["end_s"])
     assert e1["sources"]["train"] == "measured, ×2.1 for the load"
-    assert "load 3.1 now vs 0.4 at calibration (2 CPUs): training and validation ×2.1, start-up ×2" in busy.reason
+    assert "load 3.1 now vs 0.4 at calibration (2 CPUs): start-up, training and validation ×2.1" in busy.reason
     assert (busy.high_s - busy.finish_s) / busy.finish_s > (same.high_s - same.finish_s) / same.finish_s
     assert busy.samples_per_s == same.samples_per_s  # the measured rate is shown as measured
     assert busy.rank == 1 and busy.finish_s > same.finish_s * 2
