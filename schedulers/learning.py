@@ -56,7 +56,7 @@ def learn_from_run(registry: RunRegistry, run_id: str) -> Measurement | None:
     actual = {"wait_s": (run.started - run.submitted) if run.started else None, "timings": timings,
               "comparable": steps == counts.get("steps"), "elapsed": result.get("elapsed")}
     predicted = {k: est.get(k) for k in ("wait_s", "startup_s", "train_s", "val_s", "checkpoint_s", "end_s",
-                                          "sources", "counts")}
+                                          "sources", "counts", "load")}  # load: the factor it was scaled by
     with registry.db.tx() as db:
         db.execute("INSERT OR REPLACE INTO estimates (run_id, user, framework, partition, source, predicted_s, low_s,"
                    " high_s, actual_s, predicted, actual, recorded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
