@@ -33,7 +33,8 @@ from typing import Any
 LOAD_WEIGHT = 1.0  # what one task of the 1-minute load average costs the program (bench/load_slowdown.py)
 SAME = 0.05  # a factor within 5% of 1 is not applied (the load average's own noise)
 MIN_SAMPLES = 4  # readings of the runnable tasks (one per poll, every 0.5 s) that make a job's contention
-MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this (the model against bench/load_slowdown.py's jobs)
+MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this: the model's root mean square error, step times
+# of bench/load_slowdown.py's jobs predicted from one another (tests/schedulers/data/load_slowdown.json)
 
 
 @dataclass(frozen=True)

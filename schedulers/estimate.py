@@ -21,9 +21,9 @@ says which (:attr:`Estimate.sources`). The uncertainty is per term: a measured t
 :data:`PEER_FACTOR`, a default :data:`DEFAULT_TERM_FACTOR`, and the training term the speed's own
 factor (:mod:`schedulers.macs_model`); the range is the sum of the terms' lows to the sum of their highs.
 
-On the local machine, the measured compute terms (start-up, training, validation) are scaled by the CPU load a run would
-start under against the load the calibration job ran under (:mod:`schedulers.contention`), and say so
-(:attr:`Estimate.load`).
+On the local machine, the measured compute terms (start-up, training, validation) are scaled by the CPU load a
+run would start under against the load the calibration job ran under (:mod:`schedulers.contention`), and say
+so (:attr:`Estimate.load`).
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ class Estimate:
     high_s: float
     sources: dict[str, str] = field(default_factory=dict)  # term -> "measured" | "others' measurements" | …
     counts: dict[str, int] = field(default_factory=dict)
-    # The CPU load now against the calibration's and the factor training and validation were scaled by
-    # (schedulers/contention.py): {"now", "then", "cpus", "threads", "factor", "words"}; empty when not known
+    # The CPU load now against the measurement's and the factor start-up, training and validation were scaled by
+    # (schedulers/contention.py): {"contention" (now), "now", "then", "cpus", "threads", "factor", "words"}; only
+    # "contention" when the measurement's load is not known; empty when the load now is not (Slurm, a GPU job)
     load: dict[str, Any] = field(default_factory=dict)
 
     @property
