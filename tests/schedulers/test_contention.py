@@ -73,13 +73,13 @@ def pair_errors(rows: list[dict[str, Any]], figure: str, scaled: bool) -> list[f
 
 
 def test_the_slowdown_model_predicts_step_times_measured_under_other_loads() -> None:
-    """bench/load_slowdown.py's calibration jobs of one graph (torch, the MNIST CNN), each beside another load
-    (busy loops beside the machine's other work, 3 to 22 other runnable tasks on 2 CPUs): a step time predicted
+    """bench/load_slowdown.py's 11 calibration jobs of one graph (torch, the MNIST CNN), each beside another load
+    (busy loops beside the machine's other work, 1.2 to 22 other runnable tasks on 2 CPUs): a step time predicted
     from any other job's, scaled by the load, is within the model's stated uncertainty of the one measured (the
-    root mean square of the log ratio), never more than 1.4x off, where unscaled it is up to 4.8x; the start-up
+    root mean square of the log ratio), never more than 1.4x off, where unscaled it is up to 5.7x; the start-up
     (the imports, the data, the model) is nearer scaled too."""
     rows = json.loads(DATA.read_text())["rows"]
-    assert len(rows) >= 8 and max(r["load"] for r in rows) > 4 * min(r["load"] for r in rows)
+    assert len(rows) >= 11 and max(r["load"] for r in rows) > 10 * min(r["load"] for r in rows)
     for r in rows:
         r["start_s"] = r["startup_s"] + r["launch_s"]
     scaled, unscaled = pair_errors(rows, "step_s", True), pair_errors(rows, "step_s", False)
