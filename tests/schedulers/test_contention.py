@@ -191,3 +191,16 @@ def test_a_completed_run_teaches_the_load_it_was_submitted_under(tmp_path: Path)
     assert same.estimate["train_s"] == pytest.approx(20.0) and f"load 3.1 now vs 3.1 in run {run.id}" in same.reason
     quiet = choose(cache, local(0.4), now=None)
     assert quiet.estimate["train_s"] == pytest.approx(20.0 * 2.4 / 5.1)
+
+
+def test_a_slurm_candidate_is_not_scaled(tmp_path: Path) -> None:
+    """A Slurm job's CPUs are its own: whatever load a measurement of those nodes carries, its estimate is the
+    measured one, and says nothing of a load."""
+    from tests.schedulers.test_speed import HW, idle, record
+    from tests.schedulers.test_speed import choose as choose_on_slurm
+
+    cache = SpeedCache(tmp_path)
+    record(cache, mnist(), "torch", 1437.0, hardware=HW, contention=Contention(0.4, 8, 8))
+    c = next(c for c in choose_on_slurm(mnist(), idle(), cache).candidates if c.framework == "torch")
+    assert c.speed_source == "measured" and c.estimate["load"] == {} and "load" not in c.reason.split("wait")[-1]
+    assert c.estimate["train_s"] == pytest.approx(12 * 1437 / 1437.0)
