@@ -11,7 +11,8 @@ about 90 s (runs of a minute or more: the issue's bar; the faster frameworks tak
 ``--epochs-by slowest``: the slowest framework's, every run about that long or less); the
 estimate before calibration, taken at one and two epochs, is carried to that count (every part is affine in the
 epochs). After each row, a ``phases`` line sets the estimate's parts beside the run's own timings (result.json):
-wait, start-up (launch + data and model), training, validation, checkpoints, end.
+wait, start-up (launch + data and model), training, validation, checkpoints, end; and the load the estimate
+scaled the calibration by (docs/selector.md, "Load").
 
 For each pipeline (in order: a later one's estimate before calibration learns from the earlier ones'
 measurements, as a user's cache does):
@@ -144,8 +145,9 @@ def phases(a: Candidate, run: Any, result: dict[str, Any] | None) -> str:
            t.get("val_s", 0.0), t.get("checkpoint_s", 0.0), t.get("end_s", 0.0)]
     names = ("wait", "start", "train", "val", "ckpt", "end")
     cells = " ".join(f"{n} {p:.1f}/{q:.1f}" for n, p, q in zip(names, pred, act))
+    load = (e.get("load") or {}).get("words")  # the load now against the calibration's (schedulers/contention.py)
     return (f"  phases predicted/actual s: {cells}; start+train {pred[1] + pred[2]:.1f}/{act[1] + act[2]:.1f}"
-            f" ({t.get('steps')} steps, {e.get('counts', {}).get('epochs')} epochs)")
+            f" ({t.get('steps')} steps, {e.get('counts', {}).get('epochs')} epochs)" + (f"; {load}" if load else ""))
 
 
 def main() -> int:

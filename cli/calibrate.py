@@ -80,9 +80,10 @@ def cmd_speeds(args: argparse.Namespace) -> int:
         return 0
     rows = [(m.framework, m.version, m.environment, m.partition, f"{m.samples_per_s:,.0f}", f"{m.step_s * 1000:.1f}",
              m.scheduler + ":" + m.job_id + ("" if m.source == "calibration" else f" ({m.source})"), time.strftime("%Y-%m-%d %H:%M", time.localtime(m.measured_at)),
-             m.hardware[:40]) for m in measurements]
+             f"{m.contention.load:.1f}/{m.contention.cpus}" if m.contention else "-", m.hardware[:40])
+            for m in measurements]
     print(text_table(rows, ("FRAMEWORK", "VERSION", "ENVIRONMENT", "PARTITION", "SAMPLES/S", "STEP MS", "JOB", "MEASURED",
-                        "NODES")))
+                        "LOAD/CPUS", "NODES")))
     return 0
 
 

@@ -176,7 +176,9 @@ def selector_section(ed: Editor, settings: Settings, executors: Any, reports: li
     st.caption("Time to result = wait + start-up + training + validation + checkpoints and the end of the run. "
                "Speeds come from calibration jobs of this pipeline (`python -m flowtrain calibrate SPEC`) or "
                "completed runs, else from the MACs model learned from your other pipelines' measurements; "
-               "*could be* is the estimate's uncertainty. See docs/selector.md.")
+               "*could be* is the estimate's uncertainty. On this machine, a measurement's training, validation "
+               "and start-up are scaled by the load now against the load it was measured under (*why* says by "
+               "how much). See docs/selector.md.")
 
 
 def page(ed: Editor, settings: Settings, user: str) -> None:

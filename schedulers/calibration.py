@@ -16,6 +16,7 @@ one after another: jobs measured side by side on shared nodes would slow each ot
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from core.errors import FlowTrainError
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Executor, JobRequest, JobStatus, Resources, SchedulerError
+from schedulers.contention import during, here, runnable
 from schedulers.registry.files import read_result, tail_file
 from schedulers.selector import Candidate, Selection
 from schedulers.speed import (
@@ -165,7 +167,9 @@ def run_calibration(
     settings: Settings,
 ) -> Measurement:
     """Generate the program into the calibration folder, submit it with ``--calibrate``, wait for it,
-    and read its result. :class:`CalibrationFailed` says why when it does not complete."""
+    and read its result. :class:`CalibrationFailed` says why when it does not complete. A local job's
+    measurement keeps the machine's load before and after it and the runnable tasks while it ran
+    (:mod:`schedulers.contention`): the estimate scales its compute terms by the load a run then starts under."""
     from core.codegen import generate
 
     folder = settings.home / "calibration" / f"{key[:16]}-{c.framework}"
@@ -181,16 +185,21 @@ def run_calibration(
         args=("--calibrate", str(timed_steps(c.estimate, sel.steps, sel.window_s))), module=c.module,
         modulepath=c.modulepath, python=c.python,
     )
+    before = here() if scheduler == "local" else None  # a Slurm job's CPUs are its own: uncontended
     submitted = time.time()
     job_id = executor.submit(request)
     start_by = time.monotonic() + sel.queue_wait_s
     end_by = start_by + sel.time_limit_min * 60 + 60
     started = False
+    samples: list[int] = []
     while True:
         status = executor.status(job_id)
         if status.state.is_final:
             break
         started = started or status.state.value == "RUNNING"
+        seen = runnable() if before is not None and started else None
+        if seen is not None:
+            samples.append(seen)  # the contention the job runs under, without the load average's lag
         now = time.monotonic()
         if (not started and now > start_by) or now > end_by:
             executor.cancel(job_id)
@@ -199,6 +208,7 @@ def run_calibration(
             raise CalibrationFailed(f"job {job_id} on {c.partition} {waited}: cancelled")
         time.sleep(POLL_S)
     ended = time.time()
+    contention = during(before, os.getloadavg()[0], ended - submitted, samples) if before is not None else None
     try:
         doc = read_result(folder / RESULT_FILE)
     except (ValueError, OSError) as exc:
@@ -218,7 +228,7 @@ def run_calibration(
         startup_s=float(doc["startup_s"]), train_samples=int(doc["train_samples"]),
         macs_per_sample=train_macs_per_sample(analysis), doc=doc, **whole_run_terms(doc, status, submitted, ended),
         params=analysis.total_params, batch_size=spec.data.batch_size,
-        conv_macs_per_sample=train_conv_macs_per_sample(analysis),
+        conv_macs_per_sample=train_conv_macs_per_sample(analysis), contention=contention,
     )
 
 

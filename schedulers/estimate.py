@@ -20,6 +20,10 @@ says which (:attr:`Estimate.sources`). The uncertainty is per term: a measured t
 :data:`~schedulers.speed.MEASURED_FACTOR` uncertain, a term from others' measurements
 :data:`PEER_FACTOR`, a default :data:`DEFAULT_TERM_FACTOR`, and the training term the speed's own
 factor (:mod:`schedulers.macs_model`); the range is the sum of the terms' lows to the sum of their highs.
+
+On the local machine, the measured compute terms (start-up, training, validation) are scaled by the CPU load a
+run would start under against the load the calibration job ran under (:mod:`schedulers.contention`), and say
+so (:attr:`Estimate.load`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from core.spec import PipelineSpec
 from core.validate import Analysis
+from schedulers.contention import MODEL_FACTOR, Contention, load_factor, load_words
 from schedulers.shipped import WARMUP_STEPS, shipped
 from schedulers.speed import MEASURED_FACTOR, Measurement, Speed, train_conv_macs_per_sample, train_macs_per_sample
 
@@ -90,6 +95,10 @@ class Estimate:
     high_s: float
     sources: dict[str, str] = field(default_factory=dict)  # term -> "measured" | "others' measurements" | …
     counts: dict[str, int] = field(default_factory=dict)
+    # The CPU load now against the measurement's and the factor start-up, training and validation were scaled by
+    # (schedulers/contention.py): {"contention" (now), "now", "then", "cpus", "threads", "factor", "words"}; only
+    # "contention" when the measurement's load is not known; empty when the load now is not (Slurm, a GPU job)
+    load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def run_s(self) -> float:
@@ -121,8 +130,11 @@ def _first_once(term: Term, first: float | None, steady: float | None, done: boo
 
 
 def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Speed, train_samples: int,
-             total_samples: int | None, wait_s: float | None, world: int = 1) -> Estimate:
-    """The whole run for ``speed`` (a measurement of this graph, or the MACs model and the peers)."""
+             total_samples: int | None, wait_s: float | None, world: int = 1,
+             contention: Contention | None = None) -> Estimate:
+    """The whole run for ``speed`` (a measurement of this graph, or the MACs model and the peers). ``contention``:
+    the machine's CPU load now (a local CPU job; ``None`` on Slurm, whose jobs' CPUs are their own): the measured
+    compute terms are scaled from the load they were measured under to it (:func:`load_scaled`)."""
     m, peers = speed.measurement, speed.peers
     n = counts(spec, train_samples, total_samples, world)
     step_s = spec.data.batch_size * world / max(speed.samples_per_s, 1e-9)
@@ -148,15 +160,41 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                "; ".join(f"{k} {v[2]}" for k, v in (("launch", launch), ("data and model", start),
                                                     ("warm-up", warm))))
     terms = {"startup": startup, "train": train, "val": val, "checkpoint": ckpt, "end": end}
+    load = load_scaled(terms, contention, m.contention if m else None,
+                       "at calibration" if not m or m.source == "calibration" else f"in {m.source}")
     low = sum(v / f for v, f, _ in terms.values())
     high = sum(v * f for v, f, _ in terms.values())
-    return Estimate(wait_s, startup[0], train[0], val[0], ckpt[0], end[0], low, high,
+    return Estimate(wait_s, *(terms[k][0] for k in ("startup", "train", "val", "checkpoint", "end")), low, high,
                     {k: v[2] for k, v in terms.items()},
                     {"epochs": n.epochs, "steps": n.steps, "val_passes": n.val_passes, "val_samples": n.val_samples,
                      "test_samples": n.test_samples, "checkpoints": n.checkpoints, "train_samples": train_samples,
                      "batch_size": spec.data.batch_size, "params": analysis.total_params,
                      "macs_per_sample": train_macs_per_sample(analysis),
-                     "conv_macs_per_sample": train_conv_macs_per_sample(analysis)})
+                     "conv_macs_per_sample": train_conv_macs_per_sample(analysis)}, load)
+
+
+SCALED = ("startup", "train", "val")  # the terms the load scales (docs/selector.md, "Load"): not the writes
+
+
+def load_scaled(terms: dict[str, Term], now: Contention | None, then: Contention | None,
+                at: str = "at calibration") -> dict[str, Any]:
+    """Scale ``terms``' compute terms (:data:`SCALED`, in place) from the load their measurement was made under
+    (``then``) to the load now, by :func:`schedulers.contention.load_factor`; a scaled term's uncertainty widens
+    by the model's own (:data:`~schedulers.contention.MODEL_FACTOR`). Returns what was done, for the estimate's
+    words, with the load now (``contention``: a completed run's measurement keeps it as the load it ran under);
+    no ``factor`` when the load then is not known (a measurement from before loads were recorded), empty when
+    the load now is not (a Slurm job)."""
+    if now is None:
+        return {}
+    if then is None:
+        return {"contention": now.to_dict()}
+    factor = load_factor(now, then)
+    if factor != 1.0:
+        for name in SCALED:
+            seconds, spread, source = terms[name]
+            terms[name] = seconds * factor, spread * MODEL_FACTOR, f"{source}, ×{factor:.2g} for the load"
+    return {"contention": now.to_dict(), "now": now.load, "then": then.load, "cpus": then.cpus,
+            "threads": then.threads, "factor": factor, "words": load_words(now, then, at=at)}
 
 
 _UNDER_ONE = {"s": "a second", "min": "a minute", "h": "6 min", "days": "a day"}  # what one step of each unit is

@@ -21,6 +21,7 @@ import json
 import time
 from typing import Any
 
+from schedulers.contention import Contention
 from schedulers.estimate import WARMUP_STEPS
 from schedulers.registry.db import RegistryError
 from schedulers.registry.records import Run
@@ -55,7 +56,7 @@ def learn_from_run(registry: RunRegistry, run_id: str) -> Measurement | None:
     actual = {"wait_s": (run.started - run.submitted) if run.started else None, "timings": timings,
               "comparable": steps == counts.get("steps"), "elapsed": result.get("elapsed")}
     predicted = {k: est.get(k) for k in ("wait_s", "startup_s", "train_s", "val_s", "checkpoint_s", "end_s",
-                                          "sources", "counts")}
+                                          "sources", "counts", "load")}  # load: the factor it was scaled by
     with registry.db.tx() as db:
         db.execute("INSERT OR REPLACE INTO estimates (run_id, user, framework, partition, source, predicted_s, low_s,"
                    " high_s, actual_s, predicted, actual, recorded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -94,6 +95,8 @@ def _measurement(run: Run, cand: dict[str, Any], result: dict[str, Any], timings
         end_s=float(timings["end_s"]) if timings.get("end_s") is not None else None,
         params=int(counts.get("params") or 0), batch_size=int(counts.get("batch_size") or 0), source=f"run {run.id}",
         conv_macs_per_sample=int(counts.get("conv_macs_per_sample") or 0),
+        # the load it was submitted under (the estimate's; a local CPU job): the next estimate scales from it
+        contention=Contention.from_dict((cand["estimate"].get("load") or {}).get("contention")),
     )
 
 

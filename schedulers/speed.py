@@ -42,6 +42,7 @@ from core.datasets import builtin
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
+from schedulers.contention import Contention
 from schedulers.macs_model import DEFAULT_FACTOR, FEW_FACTOR, Point, fit
 from schedulers.registry.db import private_file
 from schedulers.shipped import SHIPPED_FACTOR, shipped
@@ -80,7 +81,7 @@ COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware"
 # The whole run's other terms (schedulers/estimate.py), kept as JSON in the ``terms`` column: one column,
 # so that a term added later needs no migration. None: not measured (the estimate models it and says so).
 TERMS = ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "params", "batch_size", "source",
-         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s")
+         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s", "contention")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,9 @@ class Measurement:
     # timed apart from val_s and checkpoint_s, the steady ones; None: not timed apart (a completed run's averages)
     val_first_s: float | None = None
     checkpoint_first_s: float | None = None
+    # The CPU contention it was measured under (schedulers/contention.py); None: not recorded (a Slurm job's own
+    # CPUs, or a row from before loads were recorded): its compute terms are not scaled by the load
+    contention: Contention | None = None
 
     @property
     def macs_per_s(self) -> float:
@@ -229,7 +233,7 @@ class SpeedCache:
                 f"VALUES ({', '.join('?' * 17)})",
                 (self.user, m.key, m.framework, m.version, m.environment, m.partition, m.hardware, m.scheduler,
                  m.job_id, m.measured_at, m.samples_per_s, m.step_s, m.startup_s, m.train_samples,
-                 m.macs_per_sample, json.dumps(dict(m.doc)), json.dumps({t: getattr(m, t) for t in TERMS})),
+                 m.macs_per_sample, json.dumps(dict(m.doc)), json.dumps(_terms(m))),
             )
         finally:
             conn.close()
@@ -294,10 +298,18 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
+def _terms(m: Measurement) -> dict[str, Any]:
+    terms = {t: getattr(m, t) for t in TERMS}
+    terms["contention"] = m.contention.to_dict() if m.contention is not None else None
+    return terms
+
+
 def _measurement(row: sqlite3.Row) -> Measurement:
+    """A row as a :class:`Measurement`; a term its row lacks (written before the term was measured) is not known."""
     fields = dict(row)
     fields["doc"] = json.loads(fields["doc"])
     terms = json.loads(fields.pop("terms", None) or "{}")
+    terms["contention"] = Contention.from_dict(terms.get("contention"))
     return Measurement(**fields, **{t: terms[t] for t in TERMS if terms.get(t) is not None})
 
 

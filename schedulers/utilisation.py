@@ -18,12 +18,13 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
 
 from schedulers.base import RunState
+from schedulers.contention import Contention, here
 from schedulers.slurm.commands import SlurmCommands
 from schedulers.slurm.parsing import (
     NO_LIMITS,
@@ -86,6 +87,9 @@ class PartitionUtilisation:
     nodes: tuple[NodeUtilisation, ...]
     limits: PartitionLimits = NO_LIMITS  # MaxNodes, MaxTime, … of ``scontrol show partition``
     observed_at: float = 0.0  # when this was read (time.time()); waits are counted from it
+    # The machine's CPU contention now (the local machine's load average; schedulers/contention.py): None on Slurm,
+    # whose jobs' CPUs are their own
+    contention: Contention | None = None
 
     @property
     def hardware(self) -> str:
@@ -295,7 +299,8 @@ def local_utilisation(
 
     CPUs from ``os.cpu_count``, memory from psutil, GPUs from ``nvidia-smi`` (or ``gpus``). What the
     local executor has running is passed in by it (``alloc_*``, ``*_jobs``): this machine's load from
-    other programs is not an allocation.
+    other programs is not an allocation; it is its :attr:`~PartitionUtilisation.contention` (the 1-minute
+    load average), by which an estimate scales a calibration measured under another load.
     """
     cpus = os.cpu_count() or 1
     mem = psutil.virtual_memory()
@@ -314,7 +319,8 @@ def local_utilisation(
         hardware=local_hardware(cpus, total_mb, n_gpus),
         busy_until=busy_until,
     )
-    return _summarise("local", [node], up=True, default=True, pending=pending_jobs, running=running_jobs)
+    return replace(_summarise("local", [node], up=True, default=True, pending=pending_jobs, running=running_jobs),
+                   contention=here())
 
 
 def local_hardware(cpus: int, memory_mb: int, gpus: int) -> str:

@@ -119,7 +119,12 @@ def test_local_calibration_jobs_decide_auto(tmp_path: Path) -> None:
     fastest = check_picks_the_fastest(doc["selection"])
     again = select(env, spec, "local")  # from the cache: no job this time
     assert check_picks_the_fastest(again) == fastest
-    assert len(json.loads(flowtrain(env, "speeds", "--json").stdout)) == 3
+    cached = json.loads(flowtrain(env, "speeds", "--json").stdout)
+    assert len(cached) == 3
+    for m in cached:  # each keeps the load it was measured under, read around its job on this machine
+        c = m["contention"]
+        assert c["cpus"] == os.cpu_count() and 1 <= c["threads"] <= c["cpus"], m
+        assert c["load"] >= 0 and c["load_end"] >= 0, m
     slowest = min(measured(again).values(), key=lambda c: c["samples_per_s"])["framework"]
     assert select(env, spec, "local", "--framework", slowest)["framework"] == slowest  # --framework still wins
 
