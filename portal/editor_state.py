@@ -35,21 +35,13 @@ from core.load import spec_from_json
 from core.ops import REGISTRY
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
-from portal import canvas_merge, start_weights
+from portal import canvas_merge, canvas_nodes, start_weights
 from portal.canvas_merge import SentState
-from portal.editor_blocks import (
-    PORT_STYLE,
-    USE_STYLE,
-    BlockEdits,
-    block_from_canvas,
-    block_to_canvas,
-    is_port,
-)
-from portal.graph_layout import DRAWN_Y_STEP, NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
-from portal.param_text import format_param, md_text, param_summary, parse_param  # noqa: F401 (forms, tests)
+from portal.editor_blocks import BlockEdits, block_from_canvas, block_to_canvas, is_port
+from portal.graph_layout import DRAWN_Y_STEP, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
+from portal.param_text import format_param, md_text, parse_param  # noqa: F401 (forms, tests)
 
 HISTORY_LIMIT = 50
-PROBLEM_CHARS = 60  # of a node's first problem, on the node (two lines); the side form has all of it
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
@@ -530,7 +522,7 @@ class Editor(BlockEdits):
                                    name=d.get("name") or "pipeline", description=d.get("description") or "")
         self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
         self._cache_rev = self.rev
-        self._canvas_nodes = self._decorate()
+        self._canvas_nodes = canvas_nodes.decorate(self, self._analysis)
 
     def extraction(self) -> Extraction:
         self._refresh()
@@ -564,58 +556,9 @@ class Editor(BlockEdits):
     def spec_json(self) -> str:
         return self.spec().to_json()
 
-    def _decorate(self) -> list[dict[str, Any]]:
-        """Each node as the canvas shows it: its text (Markdown, every user-given character escaped, so
-        a label is text and never HTML, a link, an image or math) and a style that says its state.
-        A block's use is drawn as one node of its own style; inside an open block, its ports and output
-        are marked and the shapes are those of its first use in the pipeline."""
-        analysis = self._analysis
-        open_name = self.open_block_name
-        problems = self.graph_problems()
-        out = []
-        for n in self.nodes:
-            data = n["data"]
-            if is_port(n):
-                out.append({**n, "data": {**data, "content": f"**input port** {md_text(n['id'])}"}, "style": PORT_STYLE})
-                continue
-            op = str(data.get("op", "?"))
-            node_id = n["id"]
-            label = data.get("label")
-            block = self.block(op)
-            kind = f"▣ {md_text(op)}" if block is not None else md_text(op)
-            lines = [f"**{md_text(str(label))}** ({kind})" if label else f"**{kind}** {md_text(node_id)}"]
-            shown = param_summary(op, data.get("params") or {}, block)
-            if shown:
-                lines.append(shown)
-            key = self.info_key(node_id)
-            info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis and key else None
-            if self.multi_input(op):
-                order = self.incoming(node_id)
-                if order:
-                    lines.append("ports: " + ", ".join(f"{i}:{md_text(s)}" for i, s in enumerate(order)))
-            mine = problems.get(node_id)
-            if info is not None:
-                lines.append(f"→ {md_text(str(info.output))}")
-            if open_name and node_id == self.graph.get("output"):
-                lines.append("⇥ **output of the block**")
-            if mine:
-                message = mine[0].message
-                lines.append("⚠ " + md_text(message if len(message) <= PROBLEM_CHARS else
-                                            message[:PROBLEM_CHARS - 1] + "…"))
-                style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
-            elif block is not None:
-                style = dict(USE_STYLE)
-            elif info is not None or open_name:
-                style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
-            else:
-                style = {**NODE_STYLE, "border": "1px dashed #999", "background": "#f7f7f7"}
-            if block is not None and mine:
-                style["border"] = "3px double #d62728"
-            out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
-        return out
-
     def canvas_payload(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Decorated nodes and edges for the component. Remounts when what it must show changed."""
+        """Decorated nodes (portal/canvas_nodes.py) and edges for the component. Resends when what it must
+        show changed."""
         self._refresh()
         signature = (tuple((n["id"], n["data"]["content"], n["style"]["border"]) for n in self._canvas_nodes),
                      tuple(sorted((e["source"], e["target"]) for e in self.edges)))
