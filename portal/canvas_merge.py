@@ -14,8 +14,9 @@ had just added and brought back one it had removed. So:
   component gives back untouched; portal/canvas.py), and the editor keeps what its last
   :data:`SENT_STATES_KEPT` states held (:class:`SentState`, :func:`remember_sent`);
 - only what the browser changed *relative to the state the value starts from* (:func:`_base_of`) is
-  applied: edges drawn, nodes moved, nodes and edges deleted. A node or an edge Python added since stays;
-  one Python removed since stays removed;
+  applied: edges drawn, nodes moved (and nodes and edges deleted, were the canvas to report it; it is sent
+  with keyboard deletion off, portal/canvas.py). A node or an edge Python added since stays; one Python
+  removed since stays removed;
 - a value from an older state than the last one sent, or one whose canvas shows something Python refused or
   does not hold, has Python's state sent again (:meth:`Editor._resend`).
 
