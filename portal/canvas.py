@@ -34,7 +34,8 @@ import streamlit as st
 import streamlit_flow
 from streamlit_flow.layouts import ManualLayout
 
-from portal.editor_state import SENT_KEY, Editor
+from portal.canvas_merge import SENT_KEY
+from portal.editor_state import Editor
 
 CANVAS_HEIGHT = 800
 MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits the canvas whole

@@ -16,12 +16,8 @@ import, undo), an auto-layout or a node added from the palette instead *remounts
 under a new key (``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the graph. A value read back
 under the current key is applied once (by its timestamp).
 
-A value may start from an older state than the one Python sent last (the user acted, or the component
-answered, before Python's newer state reached the browser, and Python made more edits before reading it):
-every node is sent tagged with the state's timestamp (:data:`SENT_KEY`, which comes back in the node's
-data), and :meth:`Editor.apply_canvas_value` applies only what the browser changed *relative to that
-state* (:class:`SentState`), so a late value never drops a node or an edge Python added since, nor brings
-back one Python removed.
+A value may start from an older state than the one Python sent last; how it is merged without undoing
+Python's newer edits is portal/canvas_merge.py's (every node is sent tagged with its state's timestamp).
 """
 
 from __future__ import annotations
@@ -39,27 +35,18 @@ from core.load import spec_from_json
 from core.ops import REGISTRY
 from core.spec import DataSpec, PipelineSpec, TrainingSpec
 from core.validate import Analysis, analyse
-from portal import start_weights
-from portal.editor_blocks import (
-    PORT_STYLE,
-    USE_STYLE,
-    BlockEdits,
-    block_from_canvas,
-    block_to_canvas,
-    is_port,
-)
-from portal.graph_layout import DRAWN_Y_STEP, NODE_STYLE, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
-from portal.param_text import format_param, md_text, param_summary, parse_param  # noqa: F401 (forms, tests)
+from portal import canvas_merge, canvas_nodes, start_weights
+from portal.canvas_merge import SentState
+from portal.editor_blocks import BlockEdits, block_from_canvas, block_to_canvas, is_port
+from portal.graph_layout import DRAWN_Y_STEP, NODE_X_STEP, NODE_Y_STEP, layered_positions, path_between
+from portal.param_text import format_param, md_text, parse_param  # noqa: F401 (forms, tests)
 
 HISTORY_LIMIT = 50
-PROBLEM_CHARS = 60  # of a node's first problem, on the node (two lines); the side form has all of it
 
 # Values given to required parameters when a node is added from the palette, so a new node is
 # valid as soon as it is connected. Per (op, param) first, then per param name.
 _EDGE_PREFIX = "st-flow-edge_"
 EDGE_TOPIC = "graph.edge"
-SENT_KEY = "ft_sent"  # in each node's data as sent: the timestamp of the state it was sent with
-SENT_STATES_KEPT = 16  # the states a late value may start from; an older one is applied as changing nothing
 
 Level = Literal["info", "success", "warning", "error"]
 
@@ -75,15 +62,6 @@ class Notice:
     area: str = "graph"  # where the page shows it: toolbar | data | graph | training
     topic: str = ""  # what it is about: a newer notice on the topic replaces it, an accepted edit clears it
     id: int = 0
-
-
-@dataclass(frozen=True)
-class SentState:
-    """What one state sent to the canvas held: the base a value starting from it is compared with."""
-
-    nodes: frozenset[str]
-    edges: frozenset[tuple[str, str]]
-    positions: dict[str, tuple[float, float]]
 
 
 def edge_id(source: str, target: str) -> str:
@@ -200,7 +178,7 @@ class Editor(BlockEdits):
     def _remount(self) -> None:
         """Show a new graph: a new component (new key), its view fitted to the graph."""
         self.canvas_version += 1
-        # never the timestamp of a state already sent: nodes carry it back (SENT_KEY), and a value from the
+        # never the timestamp of a state already sent: nodes carry it back (canvas_merge.SENT_KEY), and a value from the
         # old state read as one from this state would drop what Python added in the same millisecond
         self.canvas_ts = max(int(time.time() * 1000), self.canvas_ts + 1)
         self.canvas_fit = True
@@ -364,7 +342,6 @@ class Editor(BlockEdits):
             self._refused_edge(reason)
             return False
         self._snapshot()
-        self.clear_topic(EDGE_TOPIC)
         self._add_edge(source, target)
         self._changed()
         return True
@@ -373,6 +350,8 @@ class Editor(BlockEdits):
         self.notice("error" if "cycle" in reason or "itself" in reason else "warning", reason, topic=EDGE_TOPIC)
 
     def _add_edge(self, source: str, target: str) -> None:
+        """Draw an accepted edge (side form or canvas): the notice about the last refused one goes."""
+        self.clear_topic(EDGE_TOPIC)
         self.edges.append({"id": edge_id(source, target), "source": source, "target": target})
         order = self.node(target)["data"].get(PORT_ORDER_KEY)
         if isinstance(order, list) and source not in order:
@@ -529,123 +508,9 @@ class Editor(BlockEdits):
 
     def apply_canvas_value(self, value: Any) -> bool:
         """Apply what the component returned under the current key; False when already applied or stale.
-
-        Positions are taken from the browser; additions, deletions and new edges go through the
-        same checks as Python-side edits (cycles refused, dangling edges dropped, nodes without a
-        layer type refused). Only what the browser changed relative to the state the value starts from
-        (:meth:`_base_of`) is applied: Python's edits made since that state was sent stay.
-        """
-        if not isinstance(value, dict):
-            return False
-        ts, sel = value.get("timestamp"), value.get("selectedId")
-        # Streamlit hands the last value back on every rerun: applied once. Not by timestamp alone: one
-        # click on a node sends two values (the drag stop, then the click with its selectedId) that can
-        # carry the same millisecond, and the click read as "already applied" was lost.
-        if not isinstance(ts, (int, float)) or (ts, sel) == (self.last_event_ts, self.last_event_sel):
-            return False
-        self.last_event_ts, self.last_event_sel = int(ts), sel
-        if isinstance(sel, str) and self.has_node(sel):
-            self.selected = sel
-
-        raw_nodes = [n for n in value.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("id"), str)]
-        raw_edges = [e for e in value.get("edges") or [] if isinstance(e, dict)]
-        wanted: list[tuple[str, str]] = []
-        for raw in raw_edges:
-            src, tgt = raw.get("source"), raw.get("target")
-            if isinstance(src, str) and isinstance(tgt, str):
-                wanted.append((src, tgt))
-        wanted = list(dict.fromkeys(wanted))  # the component ignores duplicates; so does the editor
-        base, python_fix = self._base_of(raw_nodes, wanted)
-        browser_ids = {n["id"] for n in raw_nodes}
-        current_ids = {n["id"] for n in self.nodes}
-        current = [(e["source"], e["target"]) for e in self.edges]
-        gone_nodes = [i for i in current_ids if i in base.nodes and i not in browser_ids]
-        wanted_set = set(wanted)
-        gone_edges = [p for p in current if p in base.edges and p not in wanted_set]
-        structural = bool(gone_nodes or gone_edges or any(p not in base.edges for p in wanted))
-        before = json.dumps(self.doc) if structural else None  # the undo step, if the value changes the graph
-
-        for node_id in gone_nodes:  # deleted in the browser
-            if is_port(self.node(node_id)):
-                python_fix = True  # a block's input port stays (it is the block's interface)
-            else:
-                self._drop_node(node_id)
-        by_id = {n["id"]: n for n in self.nodes}
-        for raw in raw_nodes:
-            if raw["id"] not in by_id:
-                if raw["id"] not in base.nodes and raw["id"] not in current_ids:
-                    content = str((raw.get("data") or {}).get("content", ""))[:40]
-                    self.notice("warning", f"Removed the node {content or raw['id']!r}: nodes made with the canvas "
-                                           "menu have no layer type. Add layers from the palette.", topic="graph.canvas")
-                python_fix = True  # a node made in the browser, or one Python deleted since: not shown any more
-                continue
-            pos = raw.get("position")
-            if isinstance(pos, dict) and isinstance(pos.get("x"), (int, float)) and isinstance(pos.get("y"), (int, float)):
-                xy = (float(pos["x"]), float(pos["y"]))
-                if base.positions.get(raw["id"]) != xy:  # moved in the browser
-                    by_id[raw["id"]]["position"] = {"x": xy[0], "y": xy[1]}
-
-        for src, tgt in gone_edges:  # deleted in the browser
-            self._drop_edge(src, tgt)
-        added, fix = self._add_canvas_edges(wanted, base, by_id)
-        python_fix |= fix
-
-        if before is not None and (added or gone_edges or len(by_id) < len(current_ids)):
-            self._snapshot(before)
-            self.rev += 1
-        shows = {n["id"]: (n.get("data") or {}).get("content") for n in raw_nodes}
-        if any(shows.get(i, c) != c for i, c in self._sent_contents.items()) or \
-                any(e.get("label") for e in raw_edges):
-            python_fix = True  # the browser shows other text than Python sent (it missed an update, or a menu)
-        if python_fix or (self.canvas_ts <= self.last_event_ts and self.canvas_ts not in self._sent_states):
-            self._resend()  # (or: Python's state, not sent yet, would look older to the browser than its own)
-        return True
-
-    def _add_canvas_edges(self, wanted: list[tuple[str, str]], base: SentState,
-                          by_id: dict[str, Any]) -> tuple[bool, bool]:
-        """Add the edges drawn in the browser (those not in the state the value starts from), through the
-        same checks as the side form's Connect. Returns whether one was added, and whether the browser must
-        be sent Python's state again (it shows an edge Python refused or removed)."""
-        added = python_fix = False
-        current = {(e["source"], e["target"]) for e in self.edges}
-        for src, tgt in wanted:
-            if (src, tgt) in current:
-                continue
-            if src not in by_id or tgt not in by_id:
-                python_fix = True  # dangling after a deletion: drop it
-            elif (src, tgt) in base.edges:
-                python_fix = True  # removed by Python since that state was sent: it stays removed
-            else:
-                reason = self.refusal(src, tgt)
-                if reason is None:
-                    self.clear_topic(EDGE_TOPIC)
-                    self._add_edge(src, tgt)
-                    current.add((src, tgt))
-                    added = True
-                else:
-                    self._refused_edge(reason)
-                    python_fix = True
-        return added, python_fix
-
-    def _base_of(self, raw_nodes: list[dict[str, Any]], wanted: list[tuple[str, str]]) -> tuple[SentState, bool]:
-        """The state a value from the browser starts from, and whether it is older than the last one sent.
-
-        Its nodes carry :data:`SENT_KEY`, the timestamp of the state the component took last. A value without
-        it (an empty graph; a value made up by a test) is compared with Python's graph as it is now, so it
-        says everything the browser shows; one from a state no longer kept changes nothing."""
-        tags = {(n.get("data") or {}).get(SENT_KEY) for n in raw_nodes} - {None}
-        tag = max((t for t in tags if isinstance(t, int)), default=None)
-        if tag is None:
-            return SentState(frozenset(n["id"] for n in self.nodes),
-                             frozenset((e["source"], e["target"]) for e in self.edges), {}), False
-        latest = max(self._sent_states, default=None)
-        base = self._sent_states.get(tag)
-        if base is None:
-            return SentState(frozenset(n["id"] for n in raw_nodes), frozenset(wanted), {
-                n["id"]: (float(n["position"]["x"]), float(n["position"]["y"])) for n in raw_nodes
-                if isinstance(n.get("position"), dict) and isinstance(n["position"].get("x"), (int, float))
-                and isinstance(n["position"].get("y"), (int, float))}), True
-        return base, tag != latest
+        Only what the browser changed relative to the state the value starts from is applied
+        (portal/canvas_merge.py: a late value never undoes Python's newer edits)."""
+        return canvas_merge.apply_canvas_value(self, value)
 
     # ------------------------------------------------------------------ derived state (cached per revision)
 
@@ -658,7 +523,7 @@ class Editor(BlockEdits):
                                    name=d.get("name") or "pipeline", description=d.get("description") or "")
         self._analysis = analyse(self._extraction.spec) if self._extraction.spec is not None else None
         self._cache_rev = self.rev
-        self._canvas_nodes = self._decorate()
+        self._canvas_nodes = canvas_nodes.decorate(self, self._analysis)
 
     def extraction(self) -> Extraction:
         self._refresh()
@@ -692,58 +557,9 @@ class Editor(BlockEdits):
     def spec_json(self) -> str:
         return self.spec().to_json()
 
-    def _decorate(self) -> list[dict[str, Any]]:
-        """Each node as the canvas shows it: its text (Markdown, every user-given character escaped, so
-        a label is text and never HTML, a link, an image or math) and a style that says its state.
-        A block's use is drawn as one node of its own style; inside an open block, its ports and output
-        are marked and the shapes are those of its first use in the pipeline."""
-        analysis = self._analysis
-        open_name = self.open_block_name
-        problems = self.graph_problems()
-        out = []
-        for n in self.nodes:
-            data = n["data"]
-            if is_port(n):
-                out.append({**n, "data": {**data, "content": f"**input port** {md_text(n['id'])}"}, "style": PORT_STYLE})
-                continue
-            op = str(data.get("op", "?"))
-            node_id = n["id"]
-            label = data.get("label")
-            block = self.block(op)
-            kind = f"▣ {md_text(op)}" if block is not None else md_text(op)
-            lines = [f"**{md_text(str(label))}** ({kind})" if label else f"**{kind}** {md_text(node_id)}"]
-            shown = param_summary(op, data.get("params") or {}, block)
-            if shown:
-                lines.append(shown)
-            key = self.info_key(node_id)
-            info = (analysis.uses.get(key) or analysis.nodes.get(key)) if analysis and key else None
-            if self.multi_input(op):
-                order = self.incoming(node_id)
-                if order:
-                    lines.append("ports: " + ", ".join(f"{i}:{md_text(s)}" for i, s in enumerate(order)))
-            mine = problems.get(node_id)
-            if info is not None:
-                lines.append(f"→ {md_text(str(info.output))}")
-            if open_name and node_id == self.graph.get("output"):
-                lines.append("⇥ **output of the block**")
-            if mine:
-                message = mine[0].message
-                lines.append("⚠ " + md_text(message if len(message) <= PROBLEM_CHARS else
-                                            message[:PROBLEM_CHARS - 1] + "…"))
-                style = {**NODE_STYLE, "border": "2px solid #d62728", "background": "#fdecea"}
-            elif block is not None:
-                style = dict(USE_STYLE)
-            elif info is not None or open_name:
-                style = {**NODE_STYLE, "border": "1px solid #555", "background": "#ffffff"}
-            else:
-                style = {**NODE_STYLE, "border": "1px dashed #999", "background": "#f7f7f7"}
-            if block is not None and mine:
-                style["border"] = "3px double #d62728"
-            out.append({**n, "data": {**data, "content": "  \n".join(lines)}, "style": style})
-        return out
-
     def canvas_payload(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Decorated nodes and edges for the component. Remounts when what it must show changed."""
+        """Decorated nodes (portal/canvas_nodes.py) and edges for the component. Resends when what it must
+        show changed."""
         self._refresh()
         signature = (tuple((n["id"], n["data"]["content"], n["style"]["border"]) for n in self._canvas_nodes),
                      tuple(sorted((e["source"], e["target"]) for e in self.edges)))
@@ -754,12 +570,7 @@ class Editor(BlockEdits):
         positions = {n["id"]: n["position"] for n in self.nodes}  # a drag moves a node without a new revision
         for n in self._canvas_nodes:
             n["position"] = positions.get(n["id"], n["position"])
-        if self.canvas_ts not in self._sent_states:  # what the browser's values from this state start from
-            self._sent_states[self.canvas_ts] = SentState(
-                frozenset(positions), frozenset((e["source"], e["target"]) for e in self.edges),
-                {i: (float(p["x"]), float(p["y"])) for i, p in positions.items()})
-            for old in sorted(self._sent_states)[:-SENT_STATES_KEPT]:
-                del self._sent_states[old]
+        canvas_merge.remember_sent(self, positions)  # what the browser's values from this state start from
         return self._canvas_nodes, self.edges
 
 

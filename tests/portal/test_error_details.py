@@ -16,8 +16,9 @@ from onnx import numpy_helper
 from streamlit.testing.v1 import AppTest
 
 from core import zoo
+from portal.data_view import probe_source
 from portal.editor_state import Editor
-from portal.editor_view import import_spec, probe_source
+from portal.editor_view import import_spec
 from portal.onnx_upload import import_onnx_upload
 from portal.param_text import md_text
 from portal.users import default_local_user
