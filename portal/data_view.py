@@ -83,7 +83,9 @@ def _choose_file(ed: Editor, settings: Settings, user: str) -> None:
     ed.refresh_forms()  # the probe set format, size and classes
 
 
-def _list_files(root: Path) -> list[str]:
+def _list_files(root: Path) -> tuple[list[str], str | None]:
+    """The data files and folders under ``root`` (three levels, hidden ones left out), and why the listing
+    stopped early if a folder could not be read (the files read before it are kept)."""
     out: list[str] = []
     try:
         for path in sorted(root.rglob("*")):
@@ -94,9 +96,10 @@ def _list_files(root: Path) -> list[str]:
                 continue
             if path.is_dir() or path.suffix.lower() in (".csv", ".parquet", ".pq", ".npz"):
                 out.append(str(rel) + ("/" if path.is_dir() else ""))
-    except OSError:
-        pass
-    return out
+    except OSError as exc:
+        return out, (f"Could not list everything under {root}: {exc.strerror or exc} ({exc.filename or root}). "
+                     "Type the path below, or ask the portal's administrator to make the folder readable.")
+    return out, None
 
 
 def _add_step(ed: Editor, which: Literal["preprocessing", "augmentation"]) -> None:
@@ -170,7 +173,9 @@ def data_layer(ed: Editor, settings: Settings, user: str, need: Problem | None =
                 st.warning("No data roots are configured for you; ask the portal's administrator.")
             else:
                 root = st.selectbox("Data root", [str(r) for r in roots], key="data.root")
-                files = _list_files(Path(root))
+                files, unreadable = _list_files(Path(root))
+                if unreadable:
+                    st.warning(unreadable)
                 st.selectbox("Files and folders found", files, index=None, key="data.found",
                              placeholder=f"{len(files)} found" if files else "none found",
                              on_change=lambda: st.session_state.__setitem__(
