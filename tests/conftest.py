@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.finished_runs import onnx_runs  # noqa: F401  (re-exported as a fixture)
 from tests.helpers import empty_screenshots
 
 BROWSER_ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser"
@@ -40,7 +41,7 @@ PHASES = ("all", "parallel", "alone")
 CLUSTER_GROUP = "slurm-cluster"
 CLUSTER_FIXTURE = "slurm_cluster"
 # Session-scoped fixtures that several modules use: those modules are one group (name: the fixture's).
-SHARED_SESSION_FIXTURES = ("framework_reports",)
+SHARED_SESSION_FIXTURES = ("framework_reports", "onnx_runs")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
