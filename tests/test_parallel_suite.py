@@ -10,10 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tests import slurm_fixture
+from tests import conftest, slurm_fixture
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "tests/schedulers/test_runs.py"  # one `alone` test (a 0.2 s bound) among quick ones
@@ -75,3 +76,24 @@ def test_a_second_worker_of_the_run_asking_for_the_cluster_fails_at_once_naming_
     fd = slurm_fixture._lock(lock)  # free again: the next holder takes it
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
+
+
+def _item(nodeid: str, **fixtures: tuple[str, str]) -> SimpleNamespace:
+    """A collected test as tests/conftest.py reads it: its fixtures as name -> (scope, base id)."""
+    defs = {name: [SimpleNamespace(scope=scope, baseid=baseid)] for name, (scope, baseid) in fixtures.items()}
+    return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), get_closest_marker=lambda name: None,
+                           _fixtureinfo=SimpleNamespace(name2fixturedefs=defs))
+
+
+def test_a_module_fixture_shared_with_the_cluster_s_tests_keeps_the_module_whole() -> None:
+    """Split, a module-scoped fixture used on both sides would be built on both workers: that module stays
+    whole in the cluster's group. pytest's own wide fixtures (no base id: tmp_path_factory) do not count."""
+    cluster = ("session", "tests/schedulers")
+    items = [_item("tests/x/test_m.py::test_on_slurm", slurm_cluster=cluster, trained=("module", "tests/x/test_m.py")),
+             _item("tests/x/test_m.py::test_here", trained=("module", "tests/x/test_m.py")),
+             _item("tests/x/test_n.py::test_on_slurm", slurm_cluster=cluster, tmp_path_factory=("session", "")),
+             _item("tests/x/test_n.py::test_here", tmp_path_factory=("session", ""))]
+    whole = conftest.whole_cluster_modules(items)
+    assert whole == {"tests/x/test_m.py"}
+    assert [conftest.group_of(i, whole, {}) for i in items] == ["slurm-cluster", "slurm-cluster", "slurm-cluster",
+                                                               "tests/x/test_n.py"]
