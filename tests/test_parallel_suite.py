@@ -1,5 +1,6 @@
 """The suite on two pytest-xdist workers (tests/conftest.py, scripts/test.sh): the tests marked ``alone``
-run only in the serial phase, every other test only in the parallel one; a second worker of one run never
+run only in the serial phase, every other test only in the parallel one; the tests of the dev Slurm
+cluster are one group and the other tests of their modules are not in it; a second worker of one run never
 waits for its sibling's hold on the dev Slurm cluster."""
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tests import slurm_fixture
+from tests import conftest, slurm_fixture
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "tests/schedulers/test_runs.py"  # one `alone` test (a 0.2 s bound) among quick ones
@@ -32,6 +34,34 @@ def test_the_alone_tests_run_in_the_serial_phase_only() -> None:
     assert len(parallel) > 10 and not set(alone) & set(parallel)
 
 
+# Collects under the parallel phase and prints each test's xdist group (what --dist loadgroup reads).
+GROUPS = """
+import sys, pytest
+class Show:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        for i in items:
+            print("GROUP", i.get_closest_marker("xdist_group").args[0], i.nodeid)
+sys.exit(pytest.main(["-p", "no:cacheprovider", "--collect-only", "-q", "--flowtrain-phase", "parallel",
+                      *sys.argv[1:]], plugins=[Show()]))
+"""
+
+
+def test_only_the_cluster_s_tests_of_a_module_join_the_cluster_group() -> None:
+    """tests/cli/test_sweep_commands.py: its two Slurm sweeps run in the cluster's group, its local sweep
+    (a minute of training on CI) beside them on the other worker, in the module's own group."""
+    module = "tests/cli/test_sweep_commands.py"
+    out = subprocess.run([sys.executable, "-c", GROUPS, module], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    groups = {nodeid.split("::")[1]: group for _, group, nodeid in
+              (line.split(" ", 2) for line in out.stdout.splitlines() if line.startswith("GROUP "))}
+    assert groups == {"test_local_sweep_runs_every_point_at_most_k_at_once": module,
+                      "test_slurm_sweep_is_one_job_array": "slurm-cluster",
+                      "test_cancelling_a_sweep_cancels_the_whole_array": "slurm-cluster",
+                      "test_a_bad_sweep_is_refused_whole_before_anything_is_created": module}, groups
+
+
 def test_a_second_worker_of_the_run_asking_for_the_cluster_fails_at_once_naming_the_group(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = tmp_path / "tests.lock"
@@ -46,3 +76,24 @@ def test_a_second_worker_of_the_run_asking_for_the_cluster_fails_at_once_naming_
     fd = slurm_fixture._lock(lock)  # free again: the next holder takes it
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
+
+
+def _item(nodeid: str, **fixtures: tuple[str, str]) -> SimpleNamespace:
+    """A collected test as tests/conftest.py reads it: its fixtures as name -> (scope, base id)."""
+    defs = {name: [SimpleNamespace(scope=scope, baseid=baseid)] for name, (scope, baseid) in fixtures.items()}
+    return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), get_closest_marker=lambda name: None,
+                           _fixtureinfo=SimpleNamespace(name2fixturedefs=defs))
+
+
+def test_a_module_fixture_shared_with_the_cluster_s_tests_keeps_the_module_whole() -> None:
+    """Split, a module-scoped fixture used on both sides would be built on both workers: that module stays
+    whole in the cluster's group. pytest's own wide fixtures (no base id: tmp_path_factory) do not count."""
+    cluster = ("session", "tests/schedulers")
+    items = [_item("tests/x/test_m.py::test_on_slurm", slurm_cluster=cluster, trained=("module", "tests/x/test_m.py")),
+             _item("tests/x/test_m.py::test_here", trained=("module", "tests/x/test_m.py")),
+             _item("tests/x/test_n.py::test_on_slurm", slurm_cluster=cluster, tmp_path_factory=("session", "")),
+             _item("tests/x/test_n.py::test_here", tmp_path_factory=("session", ""))]
+    whole = conftest.whole_cluster_modules(items)
+    assert whole == {"tests/x/test_m.py"}
+    assert [conftest.group_of(i, whole, {}) for i in items] == ["slurm-cluster", "slurm-cluster", "slurm-cluster",
+                                                               "tests/x/test_n.py"]

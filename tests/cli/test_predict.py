@@ -28,6 +28,7 @@ from schedulers.base import RunState
 from schedulers.registry.records import Run
 from schedulers.registry.runs import RunRegistry
 from tests.cli.test_run_commands import ME, cli_env, flowtrain, small_spec
+from tests.finished_runs import FinishedRun
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -312,29 +313,19 @@ def test_csv_rows_of_a_table_run_reproduce_its_validation_loss(table_run: dict[s
     assert mse == pytest.approx(table_run["result"]["val_loss"], rel=1e-4)
 
 
-@pytest.fixture(scope="module")
-def framework_runs(trained: dict[str, Any]) -> dict[str, Run]:
-    """The torch run of ``trained`` and the same spec trained by keras and by paddle, in its home."""
-    tmp, env, registry = trained["tmp"], trained["env"], RunRegistry(home=trained["home"])
-    runs = {"torch": trained["run"]}
-    for framework in ("keras", "paddle"):
-        out = flowtrain(env, "run", str(tmp / "spec.json"), "--scheduler", "local", "--wait", "--max-steps", "20",
-                        "--framework", framework)
-        assert out.returncode == 0, out.stdout + out.stderr
-        [run] = [r for r in registry.list_runs(ME) if r.framework == framework]
-        assert run.state == RunState.COMPLETED and (run.run_dir / "model.onnx").is_file(), registry.history(run.id)
-        runs[framework] = run
-    return runs
-
-
 @pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
-def test_each_framework_s_own_model_agrees_with_onnxruntime(trained: dict[str, Any], framework_runs: dict[str, Run],
-                                                            framework: str) -> None:
-    run, tmp = framework_runs[framework], trained["tmp"]
+def test_each_framework_s_own_model_agrees_with_onnxruntime(onnx_runs: dict[str, FinishedRun], framework: str) -> None:
+    """The digits runs of tests/finished_runs.py (a small BatchNorm CNN, one per framework, shared with
+    tests/frameworks/test_onnx_runs.py): predict through the framework's own saved model."""
+    finished = onnx_runs[framework]
+    assert finished.done.returncode == 0, finished.done.stdout[-2000:] + finished.done.stderr[-3000:]
+    [run] = RunRegistry(home=finished.home).list_runs(ME)
+    assert run.state == RunState.COMPLETED and run.framework == framework
+    tmp = finished.tmp
     x, y = _validation(run)
     np.save(tmp / f"{framework}-val.npy", x)
     out = tmp / f"{framework}.jsonl"
-    done = flowtrain(trained["env"], "predict", run.id, str(tmp / f"{framework}-val.npy"), "--batch", "100",
+    done = flowtrain(finished.env, "predict", run.id, str(tmp / f"{framework}-val.npy"), "--batch", "100",
                      "--framework", framework, "--out", str(out))
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
@@ -344,7 +335,7 @@ def test_each_framework_s_own_model_agrees_with_onnxruntime(trained: dict[str, A
     assert f"the same top-1 class on {len(y)} of {len(y)} samples" in first and len(y) > 100
     top1 = [json.loads(line)["class"] for line in out.read_text().splitlines()]
     accuracy = np.mean([c == str(label) for c, label in zip(top1, y, strict=True)])
-    assert accuracy == pytest.approx(RunRegistry(home=trained["home"]).result(run.id)["val_accuracy"], abs=1e-6)
+    assert accuracy == pytest.approx(RunRegistry(home=finished.home).result(run.id)["val_accuracy"], abs=1e-6)
 
 
 def test_another_framework_than_the_run_s_is_refused(trained: dict[str, Any]) -> None:
