@@ -56,3 +56,51 @@ def test_torch_adam_takes_torchs_adamw_steps(tmp_path: Path) -> None:
     error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
     # relative to how far the weights moved: float32 rounding is ~1e-6 of it, a float32 bias correction ~5e-4
     assert error < 2e-5, error
+
+
+SUMMED_BIAS_SCRIPT = r'''
+import ast, json
+import numpy as np
+import keras, tensorflow as tf
+namespace = {"keras": keras, "tf": tf, "np": np, "WEIGHT_DECAY": 0.1}
+for module, names in (("optim.py", ("torch_copies", "TorchSGD")), ("train.py", ("combine_gradients",))):
+    source = open(module, encoding="utf-8").read()
+    for node in ast.parse(source).body:
+        if getattr(node, "name", None) in names:
+            exec(ast.get_source_segment(source, node), namespace)
+steps, lr, momentum, decay = 20, 0.05, 0.9, 0.1
+rng = np.random.default_rng(0)
+b_ih, b_hh = (rng.standard_normal((2, 16)) * 0.5).astype(np.float32)
+grads = (rng.standard_normal((steps, 16)) * 1e-2).astype(np.float32)  # torch's b_ih and b_hh get the same one
+lstm = keras.layers.LSTM(4)
+lstm.build((None, 3, 4))
+bias = next(v for v in lstm.trainable_variables if v.path.endswith("lstm_cell/bias"))
+bias.assign(b_ih + b_hh)  # Keras's one bias is torch's sum
+optimizer = namespace["TorchSGD"](learning_rate=lr, momentum=momentum)
+optimizer.build([bias])
+for g in grads:
+    optimizer.apply(namespace["combine_gradients"]([tf.constant(g)], [bias], 1), [bias])
+w, buf = np.stack([b_ih, b_hh]).astype(np.float64), 0.0  # torch's SGD on b_ih and b_hh, L2 decay on each
+for g in grads.astype(np.float64):
+    buf = momentum * buf + g + decay * w
+    w = w - lr * buf
+start = (b_ih + b_hh).astype(np.float64)
+moved = np.linalg.norm(w.sum(axis=0) - start)
+print(json.dumps({"error": float(np.linalg.norm(bias.numpy() - w.sum(axis=0)) / moved)}))
+'''
+
+
+def test_an_lstms_summed_bias_takes_torchs_l2_decay_once(tmp_path: Path) -> None:
+    """Keras's LSTM bias is torch's b_ih + b_hh. Torch's SGD decays each by its own value, together by the
+    sum's; the Keras optimizer steps the sum twice as far, so it must add half the decay (it added the whole,
+    and the LSTM's biases under SGD with weight_decay parted from torch's by the decay's share of each step)."""
+    doc = zoo.template("lstm_text_classifier").model_dump(mode="json")
+    doc["training"]["optimizer"] = {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}
+    doc["training"]["gradient_clip_norm"] = None
+    generate(type(zoo.template("mlp")).model_validate(doc), "keras").write(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", SUMMED_BIAS_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    # relative to how far the sum moved: float32 rounding is ~1e-6 of it; the decay applied twice ~1e-1
+    assert error < 1e-4, error
