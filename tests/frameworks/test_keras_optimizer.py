@@ -104,3 +104,39 @@ def test_an_lstms_summed_bias_takes_torchs_l2_decay_once(tmp_path: Path) -> None
     error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
     # relative to how far the sum moved: float32 rounding is ~1e-6 of it; the decay applied twice ~1e-1
     assert error < 1e-4, error
+
+
+CLIP_SCRIPT = r'''
+import ast, json
+import numpy as np
+import keras, tensorflow as tf
+namespace = {"keras": keras, "tf": tf, "np": np, "GRADIENT_CLIP_NORM": 1.0}
+source = open("train.py", encoding="utf-8").read()
+function = next(n for n in ast.parse(source).body if getattr(n, "name", None) == "combine_gradients")
+exec(ast.get_source_segment(source, function), namespace)
+rng = np.random.default_rng(0)
+tokens = np.array([3, 1, 3, 3, 0, 1, 3, 2])  # a batch's token ids: most of them more than once
+rows = rng.standard_normal((4, 4)).astype(np.float32)[tokens]  # a token's repeats: alike, as in a real batch
+dense = rng.standard_normal((5, 3)).astype(np.float32)
+embedding = tf.IndexedSlices(tf.constant(rows), tf.constant(tokens), tf.constant([4, 4]))  # tf.gather's gradient
+clipped = namespace["combine_gradients"]([embedding, tf.constant(dense)], 1)
+# torch's clip_grad_norm_: the norm of the gradients as the weights receive them (a row's repeats summed)
+summed = np.zeros((4, 4)); np.add.at(summed, tokens, rows)
+norm = np.sqrt((summed ** 2).sum() + (dense.astype(np.float64) ** 2).sum())
+expected = [summed / norm, dense / norm]
+got = [tf.convert_to_tensor(g).numpy() for g in clipped]
+print(json.dumps({"error": max(float(np.abs(g - e).max() / np.abs(e).max()) for g, e in zip(got, expected))}))
+'''
+
+
+def test_clipping_takes_an_embeddings_norm_with_its_repeated_rows_summed(tmp_path: Path) -> None:
+    """An embedding's gradient arrives as IndexedSlices, one slice per token of the batch; tf.clip_by_global_norm
+    takes the norm of those slices as they are, where torch's clip_grad_norm_ takes the norm of the summed rows
+    the weight receives: a token repeated in a batch made Keras clip by another factor (the transformer
+    classifier's Keras losses left torch's from the second step)."""
+    generate(zoo.template("transformer_text_classifier"), "keras").write(tmp_path)  # gradient_clip_norm 1.0
+    proc = subprocess.run([sys.executable, "-c", CLIP_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    assert error < 1e-5, error
