@@ -10,8 +10,10 @@ Pipelines whose source is not a sklearn dataset train on FlowTrain's small examp
 pipeline's three programs train in minutes on a shared two-core machine (each row says so). Each row: the
 largest relative loss difference against torch over every step, the largest relative difference of a final
 weight array (‖a − b‖ / ‖b‖, the array named), the steps and the wall time of generating and training the
-program (start-up included: most of it for the small pipelines). ``--floor`` adds torch trained from start
-weights one float32 ulp away (the run's own float32 floor).
+program (start-up included: most of it for the small pipelines), and the bound check-training holds it to
+(``LockstepReport.tolerances``: the targets, or with ``--floor`` twice the floor's differences where larger) with
+whether it is within. ``--floor`` adds torch trained from start weights one float32 ulp away (the run's own
+float32 floor).
 """
 
 from __future__ import annotations
@@ -83,8 +85,8 @@ def main() -> int:
     parser.add_argument("--floor", action="store_true", help="also torch from start weights one float32 ulp away")
     parser.add_argument("--out", type=Path, default=None, help="append the rows here (JSON lines)")
     args = parser.parse_args()
-    print("| pipeline | optimizer | framework | loss (max rel. diff) | weights (max rel. diff, array) | steps | "
-          "wall s | notes |\n|---|---|---|---|---|---|---|---|", flush=True)
+    print("| pipeline | optimizer | framework | loss (max rel. diff) | weights (max rel. diff, array) | bound | "
+          "lockstep | steps | wall s | notes |\n|---|---|---|---|---|---|---|---|---|---|", flush=True)
     ok = True
     with tempfile.TemporaryDirectory(prefix="flowtrain-lockstep-zoo-") as tmp:
         for name in args.pipelines:
@@ -93,11 +95,13 @@ def main() -> int:
                 report = check_training(spec, steps=args.steps, floor=args.floor)
                 ok = ok and report.ok
                 runs = [*report.runs.values(), *([report.floor] if report.floor else [])]
+                bound = report.tolerances
                 for run in runs:
                     row = {"pipeline": name, "optimizer": optimizer, "framework": run.framework,
                            "status": run.status, "loss_diff": run.loss_diff, "weight_diff": run.weight_diff,
                            "worst_weight": run.worst_weight, "steps": args.steps, "seconds": round(run.seconds, 1),
-                           "notes": notes, "losses": run.losses}
+                           "notes": notes, "losses": run.losses, "bound": bound,
+                           "lockstep": within(run.loss_diff, run.weight_diff, bound)}
                     if args.out is not None:
                         with args.out.open("a", encoding="utf-8") as out:
                             out.write(json.dumps(row) + "\n")
@@ -105,15 +109,26 @@ def main() -> int:
     return 0 if ok else 1
 
 
+def within(loss_diff: float | None, weight_diff: float | None, bound: tuple[float, float]) -> bool:
+    """Whether a run's differences are within the (loss, weight) bound: LockstepReport.ok for one run."""
+    return loss_diff is not None and weight_diff is not None and loss_diff <= bound[0] and weight_diff <= bound[1]
+
+
 def markdown_row(row: dict[str, Any], detail: str) -> str:
+    """The row of one run; "bound" is what check-training holds the programs to (the targets, or twice the floor
+    run's differences where those are larger: LockstepReport.tolerances)."""
     fw = "torch, 1 ulp away" if row["framework"] == FLOOR else row["framework"]
+    bound = f"{row['bound'][0]:.1e} / {row['bound'][1]:.1e}"
     if row["status"] != "ok":
-        cells = [f"{row['status']}: {detail[:120]}", ""]
+        cells = [f"{row['status']}: {detail[:120]}", "", bound, "no"]
     elif row["framework"] == "torch":
-        cells = ["reference", ""]
+        cells = ["reference", "", "", ""]
+    elif row["framework"] == FLOOR:
+        cells = [f"{row['loss_diff']:.1e}", f"{row['weight_diff']:.1e} ({row['worst_weight']})", "(the floor)", ""]
     else:
-        cells = [f"{row['loss_diff']:.1e}", f"{row['weight_diff']:.1e} ({row['worst_weight']})"]
-    return (f"| {row['pipeline']} | {row['optimizer']} | {fw} | {cells[0]} | {cells[1]} | {row['steps']} | "
+        cells = [f"{row['loss_diff']:.1e}", f"{row['weight_diff']:.1e} ({row['worst_weight']})", bound,
+                 "yes" if row["lockstep"] else "NO"]
+    return (f"| {row['pipeline']} | {row['optimizer']} | {fw} | {' | '.join(cells)} | {row['steps']} | "
             f"{row['seconds']:.0f} | {row['notes']} |")
 
 

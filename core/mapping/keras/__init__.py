@@ -130,6 +130,8 @@ def render_context(spec: PipelineSpec, analysis: Analysis) -> dict[str, Any]:
         "keras_imports": keras_imports,
         # an LSTM's one bias stands for torch's two: the optimizer steps it twice as far (TorchAdam, TorchSGD)
         "summed_biases": any(node.op == "LSTM" for node in analysis.nodes.values()),
+        # an Embedding's gradient comes as IndexedSlices (a slice per token): combine_gradients clips it dense
+        "sliced_gradients": any(node.op == "Embedding" for node in analysis.nodes.values()),
     })
     return context
 

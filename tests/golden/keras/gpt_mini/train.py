@@ -95,6 +95,9 @@ def combine_gradients(grads: list, replicas: int) -> list:
     that sum first, so with several replicas it is summed here, clipped, and handed on divided
     by the replica count.
     """
+    # an embedding's gradient comes as IndexedSlices, a slice per token of the batch: dense, repeated rows
+    # summed, its norm is torch's (clip_by_global_norm would take the slices' norm as they are)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
     context = tf.distribute.get_replica_context()
     if replicas > 1:
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)

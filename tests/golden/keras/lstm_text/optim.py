@@ -14,7 +14,8 @@ import tensorflow as tf
 def torch_copies(variable) -> int:
     """How many of torch's parameters one Keras variable stands for: an LSTM's bias is the sum of
     torch's b_ih and b_hh, which get the same gradient and each take a step, so the sum moves twice
-    as far (exactly so without an L2 weight_decay, which torch applies to each of the two)."""
+    as far (an L2 weight_decay, which torch applies to each of the two, train.py adds at half its rate:
+    exact for SGD, to first order for Adam, whose two steps differ by it)."""
     return 2 if variable.path.endswith("lstm_cell/bias") else 1
 
 
