@@ -262,4 +262,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    run_program(main)
+    run_program(main, exit_at_once=True)

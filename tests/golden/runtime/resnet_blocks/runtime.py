@@ -426,9 +426,12 @@ def parse_args(framework: str, epochs: int, argv: list[str] | None = None) -> ar
     return args
 
 
-def run_program(main) -> None:
+def run_program(main, exit_at_once: bool = False) -> None:
     """train.py as a program: exit with main()'s code; the error that ends it is recorded for the run
-    registry (LastError), and bad data ends it with one line and exit code 2."""
+    registry (LastError), and bad data ends it with one line and exit code 2. `exit_at_once` (Keras): bad
+    data leaves without the interpreter's shutdown, which waited on tf.data's loader threads caught inside
+    a numpy_function reading the next batches: the run hung after its error line until it was killed (once
+    in a CI run, 600 s). Everything the run writes is flushed as it is written."""
     try:
         sys.exit(main())
     except (Exception, KeyboardInterrupt) as exc:
@@ -440,6 +443,10 @@ def run_program(main) -> None:
         # would only bury it
         LastError.record(bad_data)
         print(f"error: {bad_data}", file=sys.stderr)
+        if exit_at_once:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_BAD_INPUT)
         sys.exit(EXIT_BAD_INPUT)
 
 
