@@ -25,6 +25,7 @@ from schedulers.contention import MODEL_FACTOR, Contention, during, load_factor,
 from schedulers.selector import select
 from schedulers.speed import Measurement, SpeedBook, SpeedCache, speed_key, train_macs_per_sample
 from schedulers.utilisation import PartitionUtilisation, local_utilisation
+from tests.schedulers.completed_runs import TIMINGS, complete
 from tests.schedulers.test_selector import all_supported, env_report
 from tests.schedulers.test_speed import NOW, mnist
 
@@ -164,7 +165,6 @@ def test_a_cache_row_from_before_loads_were_recorded_still_reads(tmp_path: Path)
 def test_a_completed_run_teaches_the_load_it_was_submitted_under(tmp_path: Path) -> None:
     """A local run submitted at a load of 3.1 completes; the cache's figures from it keep that load, so the next
     estimate at 3.1 uses them as they are, and one at 0.4 scales them down."""
-    from schedulers.base import JobStatus, RunState
     from schedulers.learning import learn_from_run
     from schedulers.registry.runs import RunRegistry
 
@@ -179,11 +179,8 @@ def test_a_completed_run_teaches_the_load_it_was_submitted_under(tmp_path: Path)
                               scheduler="local", partition="local", selection=before.to_dict())
     registry.mark_submitted(run.id, "7")
     submitted = registry.get(run.id).submitted
-    timings = {"startup_s": 3.0, "val_s": 2.4, "checkpoint_s": 1.3, "train_s": 20.0, "end_s": 1.5, "steps": 276}
-    (run.run_dir / "result.json").write_text(json.dumps({"status": "completed", "framework": "torch", "steps": 276,
-                                                         "epochs": 12, "elapsed": 28.2, "timings": timings}))
-    registry.record_status(run.id, JobStatus("7", RunState.COMPLETED, exit_code=0, started=submitted + 1.0,
-                                             ended=submitted + 33.2))
+    complete(registry, run, "7", {"status": "completed", "framework": "torch", "steps": 276, "epochs": 12,
+                                  "elapsed": 28.2, "timings": TIMINGS}, started=submitted + 1.0, ended=submitted + 33.2)
     learned = learn_from_run(registry, run.id)
     assert learned is not None and learned.contention == Contention(3.1, 2, 2)
     assert cache.get(learned.key) == replace(learned, user="alice")

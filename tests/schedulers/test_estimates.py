@@ -25,6 +25,7 @@ from schedulers.macs_model import Point, fit
 from schedulers.registry.runs import RunRegistry
 from schedulers.shipped import SHIPPED, Defaults, derive
 from schedulers.speed import SpeedBook, SpeedCache, train_conv_macs_per_sample, train_macs_per_sample
+from tests.schedulers.completed_runs import TIMINGS, complete
 from tests.schedulers.test_selector import all_supported
 from tests.schedulers.test_speed import HW, NOW, REPORTS, cpu_partition_full, idle, mnist, record
 
@@ -163,11 +164,8 @@ def test_the_cache_learns_from_a_completed_run(tmp_path: Path) -> None:
     registry.mark_submitted(run.id, "42")
     submitted = registry.get(run.id).submitted
     registry.record_status(run.id, JobStatus("42", RunState.RUNNING, started=submitted + 2.0))
-    timings = {"startup_s": 3.0, "val_s": 2.4, "checkpoint_s": 1.3, "train_s": 20.0, "end_s": 1.5, "steps": 276}
-    (run.run_dir / "result.json").write_text(json.dumps({"status": "completed", "framework": "keras", "steps": 276,
-                                                         "epochs": 12, "elapsed": 28.2, "timings": timings}))
-    registry.record_status(run.id, JobStatus("42", RunState.COMPLETED, exit_code=0, started=submitted + 2.0,
-                                             ended=submitted + 36.2))
+    complete(registry, run, "42", {"status": "completed", "framework": "keras", "steps": 276, "epochs": 12,
+                                   "elapsed": 28.2, "timings": TIMINGS}, started=submitted + 2.0, ended=submitted + 36.2)
     learned = learn_from_run(registry, run.id)
     assert learned is not None and learned.source == f"run {run.id}"
     assert learned.step_s == pytest.approx(20.0 / 276) and learned.launch_s == pytest.approx(6.0)
@@ -240,10 +238,8 @@ def _complete(registry: RunRegistry, selection: dict, framework: str, took_s: fl
                               scheduler="slurm", partition="cpu", selection=selection, name=spec.name)
     registry.mark_submitted(run.id, "7")
     submitted = registry.get(run.id).submitted
-    (run.run_dir / "result.json").write_text(json.dumps({"status": "completed", "steps": 276, "epochs": 12,
-                                                         "timings": {"steps": 276, "train_s": took_s / 2}}))
-    registry.record_status(run.id, JobStatus("7", RunState.COMPLETED, exit_code=0, started=submitted,
-                                             ended=submitted + took_s))
+    complete(registry, run, "7", {"status": "completed", "steps": 276, "epochs": 12,
+                                  "timings": {"steps": 276, "train_s": took_s / 2}}, started=submitted, ended=submitted + took_s)
     learn_from_run(registry, run.id)
     return run.id
 
