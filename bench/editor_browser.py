@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CANVAS = 'iframe[title="streamlit_flow.streamlit_flow"]'
+CANVAS = 'iframe[title="portal.flow_component.streamlit_flow"]'
 QUIET_S = 0.6
 TIMEOUT_S = float(os.environ.get("EDITOR_BROWSER_TIMEOUT_S", "120"))
 TARGETS_S = {100: 0.3, 500: 1.0}

@@ -31,9 +31,11 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-import streamlit_flow
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit_flow.layouts import ManualLayout
 
+from core.errors import FlowTrainError
+from portal import flow_component
 from portal.canvas_merge import SENT_KEY
 from portal.editor_state import Editor
 
@@ -42,10 +44,11 @@ MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits th
 MINIMAP_FROM = 12  # nodes; fewer fit the canvas at a readable zoom
 LAYOUT = ManualLayout().__to_dict__()  # ELK "fixed": the positions Python sends
 
-# The component itself (streamlit-flow-component 1.6.1, pinned): its ``streamlit_flow()`` wrapper sends every node
-# and edge with all of its keys, most of them React Flow's defaults (about 1 KB a node; 500 KB for 500 nodes,
-# sent again on each of the script runs an edit causes); :func:`payload` sends only what differs.
-_component = streamlit_flow._st_flow_func
+# The component itself (streamlit-flow-component 1.6.1, pinned; served by portal/flow_component.py with the last
+# click carried on every value): its ``streamlit_flow()`` wrapper sends every node and edge with all of its keys,
+# most of them React Flow's defaults (about 1 KB a node; 500 KB for 500 nodes, sent again on each of the script runs
+# an edit causes); :func:`payload` sends only what differs.
+PAGE_MARK_KEY = "canvas.page_seen"  # what the page showed when it was last drawn whole (mark_page)
 
 
 def read_event(ed: Editor) -> bool:
@@ -76,8 +79,13 @@ def payload(ed: Editor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def draw(ed: Editor) -> None:
     """Render the canvas under the editor's current key."""
+    try:
+        component = flow_component.component()
+    except FlowTrainError as err:  # the component cannot be served: say why, the rest of the page works
+        st.error(str(err))
+        return
     nodes, edges = payload(ed)  # may bump the timestamp (new shapes to show): read it after
-    _component(
+    component(
         nodes=nodes, edges=edges, height=CANVAS_HEIGHT, showControls=True, fitView=ed.canvas_fit,
         showMiniMap=len(nodes) >= MINIMAP_FROM, style={}, animateNewEdges=False, allowNewEdges=True,
         layoutOptions=LAYOUT, getNodeOnClick=True, getEdgeOnClick=False, panOnDrag=True, allowZoom=True,
@@ -86,9 +94,24 @@ def draw(ed: Editor) -> None:
     )
 
 
-def _page_view(ed: Editor) -> tuple[Any, ...]:
-    """What the page outside the canvas shows of the editor: when a canvas event changes it, the whole page runs."""
-    return ed.rev, ed.selected, tuple(n.id for n in ed.notices), ed.canvas_version
+def _page_state(ed: Editor) -> tuple[Any, ...]:
+    """What the page outside the canvas shows: the editor's part of it, and the values of the page's widgets
+    (plain values under string keys: a button clicked is True in the run it causes, a choice its option)."""
+    widgets = sorted((k, repr(v)) for k, v in st.session_state.items()
+                     if isinstance(k, str) and isinstance(v, (bool, int, float, str, type(None)))
+                     and not k.startswith("canvas-") and k != PAGE_MARK_KEY)
+    return ed.rev, ed.selected, tuple(n.id for n in ed.notices), ed.canvas_version, tuple(widgets)
+
+
+def mark_page(ed: Editor) -> None:
+    """Remember what the page shows, at the end of a run of the whole page (docs/streamlit-flow.md)."""
+    st.session_state[PAGE_MARK_KEY] = _page_state(ed)
+
+
+def _canvas_alone() -> bool:
+    """Whether this run is the fragment's alone (not the fragment drawn inside a run of the whole page)."""
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
 @st.fragment
@@ -97,9 +120,23 @@ def fragment(ed: Editor) -> None:
 
     The component answers every state Python sends twice (when it takes it, and after its layout ran),
     each answer a script run: as a fragment, such an answer (which changes nothing) and a drag (positions
-    only) run this function alone. An event that changes what the rest of the page shows (a connection:
-    the side form's inputs, the validation; a click: the side form) reruns the whole page."""
-    before = _page_view(ed)
-    if read_event(ed) and _page_view(ed) != before:
+    only) run this function alone. When the rest of the page must show something new, the whole page runs:
+    after an event that changes it (a connection: the side form's inputs, the validation; a click: the side
+    form), and after a click or a choice elsewhere on the page that reached Streamlit in the same batch as a
+    canvas value: Streamlit then runs the fragment alone (with the button's callback before it), and the page
+    showed neither the loaded template nor its notice (a CI failure of a browser test)."""
+    read_event(ed)
+    if _canvas_alone() and _page_changed(st.session_state.get(PAGE_MARK_KEY), _page_state(ed)):
         st.rerun()
     draw(ed)
+
+
+def _page_changed(mark: Any, now: tuple[Any, ...]) -> bool:
+    """Whether the page must be drawn again: the editor's part differs from the mark, or a widget's value does.
+    A button is True only in the run its click caused: True in the mark and False now is that run's click, not
+    a new one (the page's checkboxes edit the document, so unticking one shows in the editor's part). Widgets
+    that came or went since the mark are the page's own doing (Streamlit forgets those a run did not draw)."""
+    if not isinstance(mark, tuple) or mark[:-1] != now[:-1]:
+        return True
+    before = dict(mark[-1])
+    return any(k in before and before[k] != v and (before[k], v) != ("True", "False") for k, v in now[-1])

@@ -59,6 +59,20 @@ def remember_sent(ed: Editor, positions: dict[str, dict[str, float]]) -> None:
         del ed._sent_states[old]
 
 
+def _apply_click(ed: Editor, sel: Any, pick: Any) -> None:
+    """Select the node the user clicked. The served component (portal/flow_component.py) sends the last click with
+    every value (``lastSelected``: id and moment), applied once by its moment: a click that reached Streamlit in the
+    same batch as a later answer (``selectedId`` null) arrives with that answer. Without it (a value made by a test),
+    the value's own ``selectedId``."""
+    if isinstance(pick, dict) and isinstance(pick.get("id"), str) and isinstance(pick.get("ts"), (int, float)):
+        if int(pick["ts"]) != ed.last_pick_ts:
+            ed.last_pick_ts = int(pick["ts"])
+            if ed.has_node(pick["id"]):
+                ed.selected = pick["id"]
+    elif isinstance(sel, str) and ed.has_node(sel):
+        ed.selected = sel
+
+
 def apply_canvas_value(ed: Editor, value: Any) -> bool:
     """Apply what the component returned under the current key; False when already applied or stale.
 
@@ -76,8 +90,7 @@ def apply_canvas_value(ed: Editor, value: Any) -> bool:
     if not isinstance(ts, (int, float)) or (ts, sel) == (ed.last_event_ts, ed.last_event_sel):
         return False
     ed.last_event_ts, ed.last_event_sel = int(ts), sel
-    if isinstance(sel, str) and ed.has_node(sel):
-        ed.selected = sel
+    _apply_click(ed, sel, value.get("lastSelected"))
 
     raw_nodes = [n for n in value.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("id"), str)]
     raw_edges = [e for e in value.get("edges") or [] if isinstance(e, dict)]

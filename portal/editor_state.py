@@ -121,6 +121,7 @@ class Editor(BlockEdits):
     canvas_fit: bool = True  # fit the view when this canvas version mounts (a new document, a layout)
     last_event_ts: int | None = None
     last_event_sel: Any = None  # the selectedId that value carried
+    last_pick_ts: int | None = None  # the moment of the last node click applied (portal/flow_component.py)
     selected: str | None = None
     notices: list[Notice] = field(default_factory=list)
     # Why a value typed into a field was refused, by the field's name (``training.epochs``,
@@ -182,7 +183,7 @@ class Editor(BlockEdits):
         # old state read as one from this state would drop what Python added in the same millisecond
         self.canvas_ts = max(int(time.time() * 1000), self.canvas_ts + 1)
         self.canvas_fit = True
-        self.last_event_ts = self.last_event_sel = None
+        self.last_event_ts = self.last_event_sel = self.last_pick_ts = None
         self._sent_signature = None
         self._sent_contents = {}
         self._sent_states = {}

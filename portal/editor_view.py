@@ -371,7 +371,9 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         palette(ed)
     with right:
         side_form(ed)
-    with mid:
+    with mid:  # the canvas in a container of its own, made before what is drawn above it (see page())
+        controls, drawing, below = st.container(), st.container(), st.container()
+    with controls:
         a, b, c = st.columns([2, 2, 5], vertical_alignment="center")
         a.button("Auto-layout", key="editor.layout", on_click=_layout, args=(ed,),
                  help="Arrange the nodes top to bottom in layers.")
@@ -379,7 +381,9 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         blocks_view.block_bar(ed)
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
+    with drawing:
         canvas.fragment(ed)  # the component's answers rerun only the canvas
+    with below:
         validation(ed, need, settings)
         start_weights.ask_to_drop(ed)
 
@@ -481,17 +485,27 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     drafts_view.open_session(settings, user)  # app.py opened it (this covers a page run on its own)
     canvas.read_event(ed)
     drafts_view.autosave(ed, settings, user)  # the callbacks' and the canvas's edits of this run
-    st.title("Pipeline editor")
-    drafts_view.drafts_bar(ed, settings, user)
-    first_run_guide(ed)
-    toolbar(ed, settings, user)
+    # The page's parts are containers made first, always in this order, so that what one part shows (a notice, a
+    # caption, a form) never moves the next. Streamlit names the canvas' fragment after where it is drawn: had the
+    # graph layer moved, the canvas in the browser would have sent its next value (a click) under the old name,
+    # which Streamlit no longer knows, and nothing would have run (docs/streamlit-flow.md).
+    head, data_part, graph_part, training_part = st.container(), st.container(), st.container(), st.container()
+    with head:
+        st.title("Pipeline editor")
+        drafts_view.drafts_bar(ed, settings, user)
+        first_run_guide(ed)
+        toolbar(ed, settings, user)
     need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
-    st.divider()
-    data_view.data_layer(ed, settings, user, need)
-    st.divider()
-    graph_layer(ed, need, settings)
-    st.divider()
-    training_layer(ed, settings)
+    with data_part:
+        st.divider()
+        data_view.data_layer(ed, settings, user, need)
+    with graph_part:
+        st.divider()
+        graph_layer(ed, need, settings)
+    with training_part:
+        st.divider()
+        training_layer(ed, settings)
+    canvas.mark_page(ed)  # what a run of the canvas alone compares with (canvas.fragment)
 
 
 def summary_badge(ed: Editor) -> dict[str, Any]:

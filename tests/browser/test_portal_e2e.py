@@ -128,7 +128,7 @@ def test_a_request_without_the_trusted_header_is_refused(portal, browser):
     context, page = _page(browser, None)
     page.goto(portal.url)
     wait_text(page, re.compile(r"this request has no X-Remote-User header"))
-    assert page.locator('iframe[title="streamlit_flow.streamlit_flow"]').count() == 0
+    assert page.locator('iframe[title="portal.flow_component.streamlit_flow"]').count() == 0
     shot(page, ARTIFACTS, "08-no-user-header")
     context.close()
 
@@ -137,5 +137,5 @@ def test_a_forged_user_header_without_the_proxy_is_refused(portal, browser):
     context, page = _page(browser, "alice", via_proxy=False)
     page.goto(portal.url)
     wait_text(page, re.compile(r"did not come through the portal's sign-in proxy"))
-    assert page.locator('iframe[title="streamlit_flow.streamlit_flow"]').count() == 0
+    assert page.locator('iframe[title="portal.flow_component.streamlit_flow"]').count() == 0
     context.close()

@@ -25,7 +25,7 @@ from typing import Any
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-CANVAS = 'iframe[title="streamlit_flow.streamlit_flow"]'
+CANVAS = 'iframe[title="portal.flow_component.streamlit_flow"]'
 TIMEOUT_SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 TIMEOUT_MS = 60_000
 

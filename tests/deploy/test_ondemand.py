@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.ondemand, pytest.mark.slurm, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "deploy" / "ondemand" / "flowtrain"
-CANVAS = 'iframe[title="streamlit_flow.streamlit_flow"]'
+CANVAS = 'iframe[title="portal.flow_component.streamlit_flow"]'
 RUN_TIMEOUT_MS = 360_000
 
 # Renders one ERB file with the given variables (as OnDemand does: trim mode "-", the variables as

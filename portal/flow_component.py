@@ -1,0 +1,102 @@
+"""The canvas component: streamlit-flow-component's own build, served with one small script added to its page.
+
+Why (docs/streamlit-flow.md, "Values sent in one batch"): Streamlit's page gathers the widget values that reach it
+within one turn of its event loop into one message, and a widget's value in that message is the *last* one it sent.
+The component answers every state Python sends, twice (when it takes it, and after its layout), each answer with
+``selectedId`` null. A click on a node that reached the page in the same turn as such an answer was therefore lost:
+the answer replaced it, nothing was selected and no page run followed (a CI failure of the conv-net browser test:
+"waited 60 s for a script run to end after the action").
+
+The script wraps the component's one way out (``window.parent.postMessage``, which the component library calls for
+every value): each value leaves carrying ``lastSelected``, the last node the user clicked and the moment of that
+click (``{"id", "ts"}``), so an answer that replaces the click in a batch still delivers it. Python applies a click
+once, by its moment (:func:`portal.canvas_merge.apply_canvas_value`). Nothing else of the component changes: its
+JavaScript bundle is the installed one, byte for byte.
+
+The build is copied once per component version and script into ``~/.cache/flowtrain/`` (``XDG_CACHE_HOME``), the
+folder Streamlit then serves the component from.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import streamlit.components.v1 as components
+import streamlit_flow
+
+from core.errors import FlowTrainError
+
+SOURCE = Path(streamlit_flow.__file__).resolve().parent / "frontend" / "build"
+COMPONENT_VERSION = version("streamlit-flow-component")
+NAME = "streamlit_flow"  # Streamlit prefixes this module: the iframe's title is "portal.flow_component.streamlit_flow"
+MAIN_SCRIPT_TAG = '<script defer="defer" src="./static/js/main.'
+
+# Runs before the component's bundle (which is deferred). An edge id in selectedId (a connection drawn) is not a
+# click on a node and leaves the last click as it was.
+CLICK_SCRIPT = """<script>/* FlowTrain, portal/flow_component.py: every value carries the last node clicked */
+(() => {
+  const page = window.parent;
+  let last = null;
+  window.parent = {postMessage(message, target) {
+    const value = message && message.type === "streamlit:setComponentValue" ? message.value : null;
+    if (value && typeof value === "object") {
+      const sel = value.selectedId;
+      if (typeof sel === "string" && !(value.edges || []).some(e => e && e.id === sel)) {
+        last = {id: sel, ts: value.timestamp};
+      }
+      message = {...message, value: {...value, lastSelected: last}};
+    }
+    page.postMessage(message, target);
+  }};
+})();
+</script>"""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowtrain"
+
+
+def served_build(root: Path) -> Path:
+    """The folder Streamlit serves the component from: the installed build with :data:`CLICK_SCRIPT` in its page.
+    Made once (copied into a temporary folder, then renamed into place: two portals starting together cannot
+    serve a half-copied folder)."""
+    index = (SOURCE / "index.html").read_text(encoding="utf-8")
+    if index.count(MAIN_SCRIPT_TAG) != 1:
+        raise FlowTrainError(
+            f"The canvas component's page ({SOURCE / 'index.html'}) does not load its script as "
+            f"streamlit-flow-component 1.6.1 does (one {MAIN_SCRIPT_TAG!r}…); installed: {COMPONENT_VERSION}. "
+            "Install the version requirements.txt pins: pip install -r requirements.txt")
+    page = index.replace(MAIN_SCRIPT_TAG, CLICK_SCRIPT + MAIN_SCRIPT_TAG)
+    digest = hashlib.sha256(page.encode("utf-8")).hexdigest()[:12]
+    target = root / f"streamlit-flow-{COMPONENT_VERSION}-{digest}"
+    if (target / "index.html").is_file():
+        return target
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = root / f".{target.name}.{os.getpid()}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.copytree(SOURCE, scratch)
+        (scratch / "index.html").write_text(page, encoding="utf-8")
+        try:
+            scratch.rename(target)
+        except OSError:
+            if not (target / "index.html").is_file():  # not another portal's copy made meanwhile: a real failure
+                raise
+            shutil.rmtree(scratch)
+    except OSError as err:
+        raise FlowTrainError(f"Could not prepare the canvas component in {root}: {err}. Give the portal's user a "
+                             "writable cache folder (XDG_CACHE_HOME) and restart it.") from err
+    return target
+
+
+@functools.cache
+def component() -> Callable[..., Any]:
+    """The declared component (once per process)."""
+    return components.declare_component(NAME, path=str(served_build(cache_root())))
