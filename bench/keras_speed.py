@@ -38,7 +38,7 @@ CASES = {
     "resnet18_cifar": Case("resnet18_cifar", "keras_resnet18_cifar.py", batch=32, steps=16, log_every=3,
                            synthetic=(512, 3, 32, 32)),
     # the zoo's U-Net at 16 base channels (torch_speed.py's unet_small: the 64-channel one is too slow here)
-    "unet_small": Case("unet_small", "keras_unet.py", batch=8, steps=24, log_every=4, synthetic=(256, 3, 64, 64),
+    "unet_small": Case("unet_small", "keras_unet.py", batch=8, steps=72, log_every=6, synthetic=(256, 3, 64, 64),
                        kind="segment", classes=4, reference_args=("--base", "16")),
 }
 

@@ -77,7 +77,7 @@ CASES = {
     "mnist_cnn": Case("mnist_cnn", 64, 5, 30, 5, (10, 40)),
     "mlp": Case("mlp", 64, 10, 200, 10, (20, 220)),
     "resnet18_cifar": Case("resnet18_cifar", 32, 2, 4, 1, (2, 6)),
-    "unet_small": Case("unet_small", 8, 4, 12, 4, (4, 12), reference_args=("--base", "16")),
+    "unet_small": Case("unet_small", 8, 6, 48, 6, (6, 30), reference_args=("--base", "16")),
 }
 REFERENCE_FILE = {"unet_small": "paddle_unet.py"}  # else paddle_<model>.py
 
