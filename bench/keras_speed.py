@@ -1,6 +1,6 @@
 """Generated TensorFlow/Keras training program vs a hand-written expert reference, side by side.
 
-    python bench/keras_speed.py [--reps 3] [--models mnist_cnn mlp resnet18_cifar] [--quick]
+    python bench/keras_speed.py [--reps 3] [--models mnist_cnn mlp resnet18_cifar unet_small] [--quick]
 
 For each model the generated program (``python -m flowtrain generate … --framework keras``) and the
 reference in bench/reference/keras_<model>.py (``model.fit`` on a cached, prefetched ``tf.data``
@@ -37,6 +37,9 @@ CASES = {
     "mlp": Case("mlp", "keras_mlp.py", batch=64, steps=400, log_every=50),
     "resnet18_cifar": Case("resnet18_cifar", "keras_resnet18_cifar.py", batch=32, steps=16, log_every=3,
                            synthetic=(512, 3, 32, 32)),
+    # the zoo's U-Net at 16 base channels (torch_speed.py's unet_small: the 64-channel one is too slow here)
+    "unet_small": Case("unet_small", "keras_unet.py", batch=8, steps=72, log_every=6, synthetic=(256, 3, 64, 64),
+                       kind="segment", classes=4, reference_args=("--base", "16")),
 }
 
 
@@ -45,12 +48,12 @@ def prepare(case: Case, folder: Path) -> dict[str, Any]:
     from core.codegen import generate
     from core.validate import validate
 
-    spec = bench_spec(case)
+    spec = bench_spec(case, folder)
     analysis = validate(spec)
     generate(spec, "keras", analysis).write(folder / "program")
     meta = {"name": case.name, "reference": case.reference, "batch": case.batch, "steps": case.steps,
-            "log_every": case.log_every, "synthetic": case.synthetic, "classes": case.classes,
-            "macs_per_sample": analysis.total_macs}
+            "log_every": case.log_every, "synthetic": case.synthetic, "classes": case.classes, "kind": case.kind,
+            "reference_args": list(case.reference_args), "macs_per_sample": analysis.total_macs}
     (folder / "case.json").write_text(json.dumps(meta))
     return meta
 
@@ -80,7 +83,7 @@ def main() -> int:
                   f"reference {[round(v) for v in rows[-1]['runs_reference']]} samples/s", flush=True)
     print(f"\nTensorFlow/Keras on CPU ({len(os.sched_getaffinity(0))} cores), {args.reps} alternating runs each, "
           f"{time.perf_counter() - start:.0f} s\n")
-    print_table(rows)
+    print_table(rows, cpu_time=True)  # per CPU-second too: other jobs on a shared machine stretch only the wall clock
     if args.json:
         print(json.dumps(rows))
     return 0

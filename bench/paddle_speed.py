@@ -1,6 +1,6 @@
 """Generated vs hand-written expert PaddlePaddle training throughput on this machine's CPU.
 
-    .venv/bin/python bench/paddle_speed.py [--reps 3] [--models mnist_cnn,mlp,resnet18_cifar] [--onednn]
+    .venv/bin/python bench/paddle_speed.py [--reps 3] [--models mnist_cnn,mlp,resnet18_cifar,unet_small] [--onednn]
 
 For each model, the program ``flowtrain generate --framework paddle`` writes (run as
 ``train.py --max-steps N``) and the expert reference in ``bench/reference/paddle_<model>.py`` train
@@ -17,6 +17,9 @@ medians over the runs and the ratios generated ÷ reference (target ≥ 0.97).
 
 Data: mnist_cnn and mlp use their zoo data (scikit-learn digits at 28×28); resnet18_cifar uses a
 reduced synthetic set (256 images 3×32×32, no augmentation) as its real source is CIFAR-10 on disk.
+unet_small is the zoo's U-Net at 16 base channels instead of 64 (as in torch_speed.py: same layers, 1/16
+of the MACs) on 256 synthetic images 3×64×64 with masks of 4 classes, its horizontal flip kept (the
+reference flips each image and its mask alike, bench/reference/paddle_unet.py).
 The reference loads the generated data.py's training split, so both see identical arrays.
 
 The reference follows performance.md's tuned recipe (threads from the CPU count, in-memory
@@ -52,6 +55,9 @@ from core import zoo  # noqa: E402
 from core.codegen import generate  # noqa: E402
 from core.load import spec_from_dict  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from torch_speed import UNET_SMALL_BASE, unet_doc  # noqa: E402
+
 REFERENCE = REPO / "bench" / "reference"
 ENV = {**os.environ, "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"}
 
@@ -60,25 +66,33 @@ ENV = {**os.environ, "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"}
 class Case:
     model: str
     batch: int
-    warmup: int  # steps before the clock starts (to_static conversion, allocator warm-up)
+    warmup: int  # steps before the clock starts (to_static conversion, allocator warm-up); a multiple of log_every
     steps: int  # measured steps; both a multiple of log_every
     log_every: int
     cpu_steps: tuple[int, int]  # total steps of the short and the long run of the CPU-time measurement
+    reference_args: tuple[str, ...] = ()  # bench/reference/paddle_<model>.py's own arguments
 
 
 CASES = {
     "mnist_cnn": Case("mnist_cnn", 64, 5, 30, 5, (10, 40)),
     "mlp": Case("mlp", 64, 10, 200, 10, (20, 220)),
     "resnet18_cifar": Case("resnet18_cifar", 32, 2, 4, 1, (2, 6)),
+    "unet_small": Case("unet_small", 8, 6, 48, 6, (6, 30), reference_args=("--base", "16")),
 }
+REFERENCE_FILE = {"unet_small": "paddle_unet.py"}  # else paddle_<model>.py
 
 
 def bench_spec(case: Case, work: Path) -> Any:
     """The zoo template with the bench's batch, a constant learning rate (as the references use),
     the static graph on, one long epoch (no evaluation inside the measured steps) and no checkpoints."""
-    doc = zoo.template(case.model).model_dump(mode="json")
+    doc = unet_doc(UNET_SMALL_BASE) if case.model == "unet_small" else zoo.template(case.model).model_dump(mode="json")
     doc["data"]["batch_size"] = case.batch
-    if case.model == "resnet18_cifar":
+    if case.model == "unet_small":
+        rng = np.random.default_rng(0)
+        np.savez(work / "unet_small.npz", x=rng.integers(0, 256, (256, 3, 64, 64), dtype=np.uint8),
+                 y=rng.integers(0, 4, (256, 64, 64), dtype=np.uint8))
+        doc["data"].update(source=str((work / "unet_small.npz").resolve()), format="npz", input_shape=[3, 64, 64])
+    elif case.model == "resnet18_cifar":
         rng = np.random.default_rng(0)
         np.savez(work / "cifar_small.npz", x=rng.integers(0, 256, (256, 3, 32, 32), dtype=np.uint8),
                  y=rng.integers(0, 10, 256))
@@ -120,9 +134,9 @@ def generated_command(case: Case, work: Path, out: Path, steps: int) -> list[str
 
 
 def reference_command(case: Case, data: Path, steps: int, onednn: bool) -> list[str]:
-    command = [sys.executable, str(REFERENCE / f"paddle_{case.model}.py"), "--data", str(data), "--batch",
-               str(case.batch), "--warmup", str(case.warmup), "--steps", str(steps - case.warmup), "--window",
-               str(case.log_every)]
+    command = [sys.executable, str(REFERENCE / REFERENCE_FILE.get(case.model, f"paddle_{case.model}.py")), "--data",
+               str(data), "--batch", str(case.batch), "--warmup", str(case.warmup), "--steps", str(steps - case.warmup),
+               "--window", str(case.log_every), *case.reference_args]
     return command + (["--onednn"] if onednn else [])
 
 

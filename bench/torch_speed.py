@@ -65,7 +65,7 @@ CPU_CASES = {
                            synthetic=(512, 3, 32, 32)),
     "gpt_mini": Case("gpt_mini", "torch_gpt.py", batch=32, steps=60, log_every=10, synthetic=(200_000,),
                      kind="tokens", classes=256),
-    "unet_small": Case("unet_small", "torch_unet.py", batch=8, steps=24, log_every=4, synthetic=(256, 3, 64, 64),
+    "unet_small": Case("unet_small", "torch_unet.py", batch=8, steps=72, log_every=6, synthetic=(256, 3, 64, 64),
                        kind="segment", classes=4, reference_args=("--base", "16")),
 }
 UNET_SMALL_BASE = 16

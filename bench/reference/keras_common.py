@@ -21,8 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, extra: tuple[tuple[str, type, object], ...] = ()) -> argparse.Namespace:
+    """The arguments every reference takes, and ``extra`` (flag, type, default) of its own."""
     parser = argparse.ArgumentParser(description=description)
+    for flag, kind, default in extra:
+        parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--data", required=True, help=".npz with the preprocessed training split: x, y")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)

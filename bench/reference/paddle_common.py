@@ -25,8 +25,11 @@ import paddle
 from paddle.nn import functional as F
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(extra: tuple[tuple[str, type, object], ...] = ()) -> argparse.Namespace:
+    """The arguments every reference takes, and ``extra`` (flag, type, default) of its own."""
     parser = argparse.ArgumentParser()
+    for flag, kind, default in extra:
+        parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--data", required=True, help="npz with train_x, train_y")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=5)
@@ -37,7 +40,10 @@ def parse_args() -> argparse.Namespace:
 
 
 def run(build: Callable[[], paddle.nn.Layer], make_optimizer: Callable[[paddle.nn.Layer], paddle.optimizer.Optimizer],
-        args: argparse.Namespace) -> None:
+        args: argparse.Namespace, loss_fn: Callable[[paddle.Tensor, paddle.Tensor], paddle.Tensor] = F.cross_entropy,
+        augment_pair: Callable[[paddle.Tensor, paddle.Tensor], tuple[paddle.Tensor, paddle.Tensor]] | None = None) -> None:
+    """loss_fn(output, target): cross-entropy by default; augment_pair: images and their per-pixel targets
+    alike (segmentation), eagerly on each gathered batch before the compiled forward pass."""
     if "FLAGS_paddle_num_threads" not in os.environ:  # paddle uses one thread unless told
         paddle.set_flags({"FLAGS_paddle_num_threads": len(os.sched_getaffinity(0))})
     if args.onednn:
@@ -51,13 +57,16 @@ def run(build: Callable[[], paddle.nn.Layer], make_optimizer: Callable[[paddle.n
 
     @paddle.jit.to_static(full_graph=True)
     def forward_loss(x: paddle.Tensor, y: paddle.Tensor) -> paddle.Tensor:
-        return F.cross_entropy(model(x), y)
+        return loss_fn(model(x), y)
 
     rng = np.random.default_rng(0)
     order = np.concatenate([rng.permutation(n) for _ in range(-(-(args.warmup + args.steps) * args.batch // n))])
     def train_step(step: int) -> paddle.Tensor:
         index = paddle.to_tensor(order[step * args.batch:(step + 1) * args.batch])
-        loss = forward_loss(paddle.index_select(x_all, index), paddle.index_select(y_all, index))
+        x, y = paddle.index_select(x_all, index), paddle.index_select(y_all, index)
+        if augment_pair is not None:
+            x, y = augment_pair(x, y)
+        loss = forward_loss(x, y)
         loss.backward()
         optimizer.step()
         optimizer.clear_grad(set_to_zero=False)

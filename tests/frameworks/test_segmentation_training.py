@@ -4,7 +4,7 @@ coloured shapes, read from WebDataset shards of KEY.png with KEY.mask.png (the u
 32×32: scaled and normalised per channel, horizontal flips through segment_augment), learns to segment them
 (validation mIoU above 0.8, where any constant guess is at most 0.25), and records pixel accuracy and mean
 IoU from the confusion matrix summed over each epoch, in its epoch records and result.json. One subprocess
-per framework; with two torchrun ranks the mIoU is the whole validation set's."""
+per framework; with two ranks (each framework's own launcher) the mIoU is the whole validation set's."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from core.codegen import generate
 from core.example_data import write_example_data
 from core.mapping.base import FRAMEWORKS
 from core.spec import PipelineSpec
-from tests.helpers import free_port
+from tests.frameworks.two_ranks import launch_two_ranks
 
 pytestmark = pytest.mark.frameworks
 
@@ -88,25 +88,44 @@ def test_a_small_unet_records_pixel_accuracy_and_mean_iou(framework: str, shapes
 
 # ------------------------------------------------------------------------------------------ data-parallel
 
-# Runs train.main() under torchrun; rank 0 then predicts the whole validation set with the final model.
+# Runs train.main() as one of two ranks; each rank then predicts the whole validation set with its final model
+# (every rank holds the same weights) into val-predictions-RANK.npz.
 WHOLE_VALIDATION_SET = """
 import os, sys
-import numpy as np, torch
+import numpy as np
 import data, train
 models = []
 build = train.build_model
-def spy():
-    models.append(build())
+def spy(*args, **kwargs):
+    models.append(build(*args, **kwargs))
     return models[-1]
 train.build_model = spy
 code = train.main(sys.argv[1:])
-if os.environ["RANK"] == "0":
-    val = data.load_splits()["val"]
-    with torch.no_grad():
-        predicted = models[0].eval()(torch.from_numpy(val.x)).argmax(1).numpy()
-    np.savez("val-predictions.npz", predicted=predicted, truth=val.y)
+val = data.load_splits()["val"]
+PREDICT
+np.savez(f"val-predictions-{RANK}.npz", predicted=predicted, truth=val.y)
 sys.exit(code)
 """
+PREDICT = {  # the final model's classes for the validation images, and this process's rank
+    "torch": """
+import torch
+RANK = os.environ["RANK"]
+with torch.no_grad():
+    predicted = models[0].eval()(torch.from_numpy(val.x)).argmax(1).numpy()
+""",
+    "keras": """
+import model as network
+RANK = os.environ["SLURM_PROCID"]
+predicted = np.asarray(models[0](network.to_keras_layout(val.x), training=False)).argmax(1)
+""",
+    "paddle": """
+import paddle
+RANK = os.environ["PADDLE_TRAINER_ID"]
+models[0].eval()
+with paddle.no_grad():
+    predicted = models[0](paddle.to_tensor(val.x)).argmax(1).numpy()
+""",
+}
 
 
 def _mean_iou(truth: np.ndarray, predicted: np.ndarray, classes: int = 4) -> float:
@@ -117,21 +136,23 @@ def _mean_iou(truth: np.ndarray, predicted: np.ndarray, classes: int = 4) -> flo
 
 
 @pytest.mark.ddp
-def test_two_ranks_report_the_mean_iou_of_the_whole_validation_set(shapes: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_ranks_report_the_mean_iou_of_the_whole_validation_set(framework: str, shapes: Path,
+                                                                   tmp_path: Path) -> None:
     """Each rank evaluates every second validation image; the run's val_mIoU is that of the confusion
     matrix summed over both ranks: the whole set's, not the mean of the two ranks' mIoUs."""
-    generate(_spec(shapes, "torch", epochs=1), "torch").write(tmp_path)
-    (tmp_path / "whole_val.py").write_text(WHOLE_VALIDATION_SET)
-    env = {**ENV, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                             str(free_port()), "whole_val.py", "--out", "out"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
+    generate(_spec(shapes, framework, epochs=1), framework).write(tmp_path)
+    (tmp_path / "whole_val.py").write_text(WHOLE_VALIDATION_SET.replace("PREDICT", PREDICT[framework]))
+    launch_two_ranks(framework, tmp_path, tmp_path / "out", "whole_val.py", {**ENV, "OMP_NUM_THREADS": "1"})
     summary = json.loads((tmp_path / "out" / "result.json").read_text())
     start = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[0])
     assert start["world_size"] == 2 and summary["status"] == "completed", summary
-    with np.load(tmp_path / "val-predictions.npz") as arrays:
-        truth, predicted = arrays["truth"], arrays["predicted"]
+    ranks = []
+    for rank in (0, 1):
+        with np.load(tmp_path / f"val-predictions-{rank}.npz") as arrays:
+            ranks.append({name: arrays[name] for name in arrays.files})
+    truth, predicted = ranks[0]["truth"], ranks[0]["predicted"]
+    np.testing.assert_array_equal(ranks[1]["predicted"], predicted)  # one model: the ranks' weights are equal
     whole = _mean_iou(truth, predicted)
     per_rank = [_mean_iou(truth[rank::2], predicted[rank::2]) for rank in (0, 1)]
     assert summary["val_mIoU"] == pytest.approx(whole, abs=1e-9), (summary, whole, per_rank)

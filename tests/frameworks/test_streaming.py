@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import json
-import random
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,6 @@ from core.spec import PipelineSpec
 from tests.data.fixtures import spec_with_data, write_shards
 from tests.frameworks.groups import COUNTED_ONLY
 from tests.frameworks.streaming import (
-    ENV,
     FRAMEWORKS,
     PYTHON,
     PeakMemory,
@@ -33,7 +30,7 @@ from tests.frameworks.streaming import (
     write_jpegs,
     write_program,
 )
-from tests.helpers import free_port, free_port_pair
+from tests.frameworks.two_ranks import launch_two_ranks
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.streaming]
 
@@ -133,35 +130,6 @@ def test_imagenet_template_trains_from_a_streamed_folder(name: str, framework: s
 
 
 # --------------------------------------------------------------------------- ranks take disjoint shares
-
-
-def launch_two_ranks(framework: str, folder: Path, out: Path) -> None:
-    """Two local processes through the framework's own launcher (keras: Slurm's variables, as srun sets them)."""
-    if framework == "torch":
-        commands = [[PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                     str(free_port()), "train.py", "--out", str(out)]]
-        envs = [ENV]
-    elif framework == "paddle":
-        commands = [[PYTHON, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir",
-                     str(out.parent / "launch"), "train.py", "--out", str(out)]]
-        envs = [ENV]
-    else:
-        job, master = str(random.randint(1, 19_000)), str(free_port_pair() - 1)
-        commands = [[PYTHON, "train.py", "--out", str(out)]] * 2
-        envs = [{**ENV, "MASTER_PORT": master, "SLURM_JOB_ID": job, "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2",
-                 "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
-                 "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_NTASKS_PER_NODE": "2"} for rank in (0, 1)]
-    procs = [subprocess.Popen(c, cwd=folder, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for c, e in zip(commands, envs)]
-    try:
-        outputs = [p.communicate(timeout=400) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    logs = "".join(p.read_text(errors="replace")[-3000:] for p in sorted((out.parent / "launch").glob("workerlog.*")))
-    for p, (stdout, stderr) in zip(procs, outputs):
-        assert p.returncode == 0, stdout[-2000:] + stderr[-3000:] + logs
 
 
 @pytest.mark.ddp

@@ -1,6 +1,7 @@
 """The zoo's unet is the 2015 U-Net: the hand-written torch module (tests/mapping/unet_reference.py) has
-its parameter count and, given the zoo graph's weights, computes its outputs (the graph run by the
-catalogue's torch reference, tests/mapping/torch_reference.py), at a small input."""
+its parameter count, which ``flowtrain summary`` reports for the template, and, given the zoo graph's
+weights, computes its outputs (the graph run by the catalogue's torch reference,
+tests/mapping/torch_reference.py), at a small input."""
 
 from __future__ import annotations
 
@@ -38,7 +39,15 @@ def test_unet_has_the_reference_modules_parameters_and_outputs(tmp_path: Path) -
               f"*{files!r}, {str(tmp_path / 'graph.npy')!r})\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert json.loads(done.stdout.splitlines()[0]) == {"params": analysis.total_params}
+    reference = json.loads(done.stdout.splitlines()[0])["params"]
+    assert reference == analysis.total_params
+    # what a user reads: `flowtrain summary` of the template (64 channels at the top, 3×64×64 images)
+    (tmp_path / "unet.json").write_text(zoo.template("unet").to_json(), encoding="utf-8")
+    summary = [subprocess.run([sys.executable, "-m", "flowtrain", "summary", str(tmp_path / "unet.json"), *flag],
+                              cwd=HERE.parents[1], capture_output=True, text=True, timeout=120) for flag in ([], ["--json"])]
+    assert all(s.returncode == 0 for s in summary), [s.stderr[-2000:] for s in summary]
+    assert json.loads(summary[1].stdout)["params"] == reference
+    assert f"{reference:,} parameters" in summary[0].stdout
     unet, graph_out = np.load(tmp_path / "unet.npy"), np.load(tmp_path / "graph.npy")
     assert unet.shape == graph_out.shape == (2, 4, 32, 32)
     np.testing.assert_allclose(graph_out, unet, atol=1e-5, rtol=0)
