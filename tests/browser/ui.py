@@ -29,15 +29,36 @@ CANVAS = 'iframe[title="portal.flow_component.streamlit_flow"]'
 TIMEOUT_SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 TIMEOUT_MS = 60_000
 
-# Counts the script runs that ended (a `running` → anything change of the root's state) since the
-# page loaded. Installed on every page of a browser context before the app's own scripts run.
+# Counts the script runs that ended since the page loaded: the server's "script finished" messages (ForwardMsg
+# field 6, ``script_finished``, whatever the run: the whole page, a fragment, one ended early for a rerun) as
+# they arrive on the websocket. Installed on every page of a browser context before the app's own scripts run.
+# The root's state changing from `running` missed runs: a short run (the canvas' fragment, an upload on the
+# Runs page) can start and end within one render of the page, and its `running` never reaches the DOM (measured:
+# 4 runs finished, 2 seen in the DOM, for a page load and a palette add; CI: "waited 60 s for a script run to
+# end after the action" after a run that had happened).
 RUN_COUNTER = """(() => {
   window.__ftRunsEnded = 0;
-  const watch = () => new MutationObserver(records => {
-    for (const r of records) if (r.oldValue === 'running') window.__ftRunsEnded += 1;
-  }).observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
-                                         attributeFilter: ['data-test-script-state']});
-  if (document.documentElement) watch(); else document.addEventListener('DOMContentLoaded', watch);
+  // the numbers of a protobuf message's top-level fields
+  const fields = (buf) => {
+    const out = []; let i = 0;
+    const varint = () => { let x = 0, s = 0, b; do { b = buf[i++]; x += (b & 0x7f) * 2 ** s; s += 7; } while (b & 0x80 && i < buf.length); return x; };
+    while (i < buf.length) {
+      const key = varint(), wire = key & 7; out.push(Math.floor(key / 8));
+      if (wire === 0) varint(); else if (wire === 1) i += 8; else if (wire === 2) { const n = varint(); i += n; } else if (wire === 5) i += 4; else break;
+    }
+    return out;
+  };
+  const Native = window.WebSocket;
+  const Counted = function (...args) {
+    const ws = new Native(...args);
+    ws.addEventListener('message', e => {
+      if (e.data instanceof ArrayBuffer && fields(new Uint8Array(e.data)).includes(6)) window.__ftRunsEnded += 1;
+    });
+    return ws;
+  };
+  Counted.prototype = Native.prototype;
+  for (const k of ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED']) Counted[k] = Native[k];
+  window.WebSocket = Counted;
 })();"""
 
 # The page is settled: connected, the script not running, no stale element left from a rerun.
