@@ -77,7 +77,6 @@ def make_scheduler(plan: Plan) -> paddle.optimizer.lr.LambdaDecay:
 
 
 def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) -> paddle.optimizer.Optimizer:
-    clip = paddle.nn.ClipGradByGlobalNorm(GRADIENT_CLIP_NORM)
     # SGD with momentum (torch's rule: v = m·v + g; w -= lr·v; Nesterov).
     # weight_decay is an L2 term added to the gradient, as in every framework's program.
     return paddle.optimizer.Momentum(
@@ -86,7 +85,6 @@ def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) 
         parameters=model.parameters(),
         use_nesterov=True,
         weight_decay=paddle.regularizer.L2Decay(0.0005),
-        grad_clip=clip,
     )
 
 
@@ -125,10 +123,15 @@ class Trainer(StepByStep):
         loss, output = self.forward(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)  # clip the true gradient
+            paddle.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            # torch's formula (max_norm / (norm + 1e-6)); the optimizer's grad_clip (ClipGradByGlobalNorm) divides by
+            # the norm alone, 1e-6 / norm relative off torch's every step it clips
+            paddle.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
             self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.scheduler.step()

@@ -84,11 +84,8 @@ def make_scheduler(plan: Plan) -> paddle.optimizer.lr.LambdaDecay:
 
 
 def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) -> paddle.optimizer.Optimizer:
-    clip = paddle.nn.ClipGradByGlobalNorm(GRADIENT_CLIP_NORM)
     # weight_decay is decoupled (AdamW), as in every framework's program; optim.py says why not paddle's own AdamW.
-    return TorchAdamW(
-        lr, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=model.parameters(), weight_decay=0.01, grad_clip=clip
-    )
+    return TorchAdamW(lr, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=model.parameters(), weight_decay=0.01)
 
 
 # --------------------------------------------------------------------------- training steps, checkpoints, the saved model
@@ -125,10 +122,15 @@ class Trainer(StepByStep):
         loss, output = self.forward(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)  # clip the true gradient
+            paddle.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            # torch's formula (max_norm / (norm + 1e-6)); the optimizer's grad_clip (ClipGradByGlobalNorm) divides by
+            # the norm alone, 1e-6 / norm relative off torch's every step it clips
+            paddle.nn.utils.clip_grad_norm_(self.model.parameters(), GRADIENT_CLIP_NORM)
             self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.scheduler.step()
