@@ -98,7 +98,7 @@ print(json.dumps({"error": float(np.linalg.norm(model.w.numpy() - w) / np.linalg
 def test_paddle_clips_the_gradient_as_torch(tmp_path: Path) -> None:
     """torch clips by max_norm / (norm + 1e-6), paddle's ClipGradByGlobalNorm by max_norm / norm: 1e-6 / norm
     relative apart, the size of float32 rounding for a norm near 1, but 5e-4 of the step for a gradient of
-    norm 2e-3. The paddle program clips with paddle.nn.utils.clip_grad_norm_, torch's formula."""
+    norm 2e-3. The paddle program's clip_gradients (train.py) takes torch's factor."""
     doc = zoo.template("mlp").model_dump(mode="json")
     doc["training"]["optimizer"] = {"name": "sgd", "lr": 1.0, "momentum": 0.0}
     doc["training"]["gradient_clip_norm"] = 1.0
