@@ -2,10 +2,11 @@
 zoo in lockstep"): where bench/lockstep_zoo.py names only the worst array, this tells a convention that differs
 (BatchNorm's running statistics: momentum, eps, the unbiased variance) from rounding that the floor run shares.
 
-    nice -n 19 .venv/bin/python bench/lockstep_arrays.py resnet18_cifar [--optimizer sgd] [--steps 1]
+    nice -n 19 .venv/bin/python bench/lockstep_arrays.py resnet18_cifar [--optimizer sgd] [--steps 1] [--every-array]
 
 The pipeline is set up as bench/lockstep_zoo.py sets it up (SMALLER, example data); torch trains a second time
-from start weights one float32 ulp away (the floor).
+from start weights one float32 ulp away (the floor). ``--every-array`` adds a row per array and framework (an
+attention's in_proj_bias as its query, key and value thirds, as check-training compares them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def main() -> int:
     parser.add_argument("pipeline", choices=PIPELINES)
     parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
     parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--every-array", action="store_true", help="also a row per array and framework")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="flowtrain-lockstep-arrays-") as tmp:
         spec, notes = spec_for(args.pipeline, args.optimizer, Path(tmp))
@@ -54,6 +56,9 @@ def main() -> int:
                 worst = max(chosen, key=chosen.__getitem__)
                 print(f"| {run.framework} | {kind} | {len(chosen)} | {chosen[worst]:.1e} ({worst}) | "
                       f"{np.median(list(chosen.values())):.1e} |")
+        if args.every_array:
+            for name, d in diffs.items():
+                print(f"| {run.framework} | {name} | 1 | {d:.1e} | |")
     return 0
 
 

@@ -2,7 +2,7 @@
 pipeline with SGD, Adam and AdamW, a row per pipeline, optimizer and framework.
 
     nice -n 19 .venv/bin/python bench/lockstep_zoo.py [--pipelines mlp mnist_cnn …] [--optimizers sgd adam adamw]
-        [--steps 50] [--floor] [--out rows.json]
+        [--steps 50] [--floor] [--lr 0.01] [--out rows.json]
 
 Pipelines whose source is not a sklearn dataset train on FlowTrain's small example data (``core/example_data.py``,
 ``EXAMPLE_SAMPLES``) written to a temporary folder. The template's own optimizer keeps its settings; the others get
@@ -50,14 +50,17 @@ SMALLER: dict[str, tuple[dict[str, Any], str]] = {
 EXAMPLE_SAMPLES = {"resnet18_cifar": 300, "lstm_text_classifier": 1200, "transformer_text_classifier": 1200}
 
 
-def spec_for(name: str, optimizer: str, data_root: Path) -> tuple[PipelineSpec, str]:
-    """The zoo pipeline `name` with `optimizer`, on example data under `data_root` where it reads files; what
-    was changed."""
+def spec_for(name: str, optimizer: str, data_root: Path, lr: float | None = None) -> tuple[PipelineSpec, str]:
+    """The zoo pipeline `name` with `optimizer` (at learning rate `lr` where given), on example data under
+    `data_root` where it reads files; what was changed."""
     template = zoo.template(name)
     doc = template.model_dump(mode="json")
     notes = []
     if doc["training"]["optimizer"]["name"] != optimizer:
         doc["training"]["optimizer"] = OTHER_OPTIMIZERS[optimizer]
+    if lr is not None:
+        notes.append(f"lr {lr:g} (the row's optimizer: {doc['training']['optimizer']['lr']:g})")
+        doc["training"]["optimizer"] = {**doc["training"]["optimizer"], "lr": lr}
     changes, why = SMALLER.get(name, ({}, ""))
     if "batch_size" in changes:
         doc["data"]["batch_size"] = changes["batch_size"]
@@ -84,6 +87,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--floor", action="store_true", help="also torch from start weights one float32 ulp away")
     parser.add_argument("--out", type=Path, default=None, help="append the rows here (JSON lines)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="every optimizer's learning rate (default: the template's, or OTHER_OPTIMIZERS')")
     args = parser.parse_args()
     print("| pipeline | optimizer | framework | loss (max rel. diff) | weights (max rel. diff, array) | bound | "
           "lockstep | steps | wall s | notes |\n|---|---|---|---|---|---|---|---|---|---|", flush=True)
@@ -91,7 +96,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flowtrain-lockstep-zoo-") as tmp:
         for name in args.pipelines:
             for optimizer in args.optimizers:
-                spec, notes = spec_for(name, optimizer, Path(tmp))
+                spec, notes = spec_for(name, optimizer, Path(tmp), lr=args.lr)
                 report = check_training(spec, steps=args.steps, floor=args.floor)
                 ok = ok and report.ok
                 runs = [*report.runs.values(), *([report.floor] if report.floor else [])]

@@ -117,3 +117,29 @@ def test_two_ranks_get_the_global_batches_of_one_process(tmp_path: Path) -> None
         together = [sorted(a + b) for a, b in zip(*shares[epoch], strict=True)]
         assert together == [sorted(b) for b in alone]
     assert whole[0][0] != whole[1][0]  # a new order every epoch
+
+
+def test_an_attentions_key_bias_is_reported_apart_and_not_held_to_the_bound() -> None:
+    """The key third of torch's packed in_proj_bias is one the loss does not depend on (softmax ignores a
+    constant per query; tests/frameworks/test_attention_key_bias.py): its difference is reported as
+    gradient-free, and the query and value thirds are held to the bound as every other array."""
+    e = 4
+    torch_bias = np.concatenate([np.full(e, 1.0), np.full(e, 2.0), np.full(e, 3.0)])
+    keys_apart = torch_bias.copy()
+    keys_apart[e:2 * e] += 0.5  # what Adam's steps on rounding noise do to the key bias
+    runs = {"torch": FrameworkRun("torch", "ok", losses={1: 1.0}, weights={"att/in_proj_bias": torch_bias}),
+            "keras": FrameworkRun("keras", "ok", losses={1: 1.0}, weights={"att/in_proj_bias": keys_apart})}
+    compare(runs)
+    keras = runs["keras"]
+    assert (keras.weight_diff, keras.free_weight) == (0.0, "att/in_proj_bias[key]")
+    assert abs(keras.free_diff - 0.25) < 1e-12  # ‖0.5·ones(4)‖ / ‖2·ones(4)‖
+    report = LockstepReport("x", 1, runs)
+    assert report.ok
+    assert "att/in_proj_bias[key] within 2.50e-01, not held to the bound: an attention's key bias" in report.text()
+    assert report.to_dict()["frameworks"]["keras"]["gradient_free_weight"] == "att/in_proj_bias[key]"
+    values_apart = torch_bias.copy()
+    values_apart[2 * e:] += 0.5
+    runs["keras"].weights = {"att/in_proj_bias": values_apart}
+    compare(runs)
+    assert keras.worst_weight == "att/in_proj_bias[value]" and abs(keras.weight_diff - 0.5 / 3) < 1e-12  # ‖0.5·ones(4)‖ / ‖3·ones(4)‖
+    assert not LockstepReport("x", 1, runs).ok

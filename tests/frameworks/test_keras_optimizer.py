@@ -102,12 +102,23 @@ np.add.at(summed, tokens, rows)  # torch's clip_grad_norm_ takes the norm of the
 norm = np.sqrt((summed ** 2).sum() + (dense.astype(np.float64) ** 2).sum())
 errors["clip"] = max(float(np.abs(tf.convert_to_tensor(g).numpy() - e).max() / np.abs(e).max())
                      for g, e in zip(clipped, [summed / norm, dense / norm]))
+
+# the clip's factor, against torch's clip_grad_norm_ itself: max_norm / (norm + 1e-6), which a gradient of norm
+# 2e-3 makes 5e-4 relative off max_norm / norm (tf.clip_by_global_norm's)
+import torch
+namespace["GRADIENT_CLIP_NORM"] = 1e-3
+small = (dense / np.linalg.norm(dense) * 2e-3).astype(np.float32)
+[clipped] = combine([tf.constant(small)], zeros[1:], 1)
+reference = torch.zeros(small.shape, requires_grad=True)
+reference.grad = torch.tensor(small)
+torch.nn.utils.clip_grad_norm_([reference], 1e-3)
+errors["clip_factor"] = float(np.abs(clipped.numpy() - reference.grad.numpy()).max() / np.abs(reference.grad.numpy()).max())
 print(json.dumps(errors))
 """
 
 
 def test_combine_gradients_decays_an_lstms_bias_and_clips_an_embedding_as_torch(tmp_path: Path) -> None:
-    """Two of torch's gradient conventions that Keras's train.py (combine_gradients) must reproduce:
+    """Three of torch's gradient conventions that Keras's train.py (combine_gradients) must reproduce:
 
     - an LSTM's bias is torch's b_ih + b_hh; torch's SGD decays each by its own value, together by the sum's,
       and the Keras optimizer steps the sum twice as far, so it adds half the decay (it added the whole: the
@@ -115,7 +126,9 @@ def test_combine_gradients_decays_an_lstms_bias_and_clips_an_embedding_as_torch(
     - an embedding's gradient arrives as IndexedSlices, one slice per token of the batch, and
       tf.clip_by_global_norm takes the norm of the slices as they are, where torch's clip_grad_norm_ takes
       the summed rows the weight receives: with a token repeated, Keras clipped by another factor (0.35 off
-      here; the transformer classifier's Keras losses left torch's from the second step)."""
+      here; the transformer classifier's Keras losses left torch's from the second step);
+    - torch clips by max_norm / (norm + 1e-6), tf.clip_by_global_norm by max_norm / norm: 1e-6 / norm relative
+      apart, the size of float32 rounding for a norm near 1, but 5e-4 for a gradient of norm 2e-3."""
     doc = zoo.template("lstm_text_classifier").model_dump(mode="json")  # an Embedding, an LSTM, clip norm 1.0
     doc["training"]["optimizer"] = {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}
     generate(type(zoo.template("mlp")).model_validate(doc), "keras").write(tmp_path)
@@ -126,3 +139,4 @@ def test_combine_gradients_decays_an_lstms_bias_and_clips_an_embedding_as_torch(
     # relative: float32 rounding is ~1e-6; the doubled decay ~0.7, the slices' norm ~0.35
     assert errors["summed_bias"] < 1e-4, errors
     assert errors["clip"] < 1e-5, errors
+    assert errors["clip_factor"] < 1e-6, errors  # tf.clip_by_global_norm: 5e-4

@@ -62,3 +62,50 @@ def test_paddle_adam_takes_torchs_steps(optimizer: str, tmp_path: Path) -> None:
     assert result["steps"] == 30  # the step count is state, saved with the checkpoint
     # relative to how far the weights moved: float32 rounding is ~1e-7 of it, paddle's own kernel 4e-6
     assert result["error"] < 1e-6, result
+
+
+CLIP_SCRIPT = r'''
+import json
+from types import SimpleNamespace
+import numpy as np
+import paddle, torch
+import train
+paddle.set_device("cpu")
+train.GRADIENT_CLIP_NORM = 1e-3
+rng = np.random.default_rng(0)
+w0 = rng.standard_normal(256).astype(np.float32)
+g = rng.standard_normal(256)
+g = (g / np.linalg.norm(g) * 2e-3).astype(np.float32)  # a gradient of norm 2e-3, clipped to 1e-3
+model = paddle.nn.Layer()
+model.w = model.create_parameter([256])
+model.w.set_value(w0)
+# train.py's Trainer and optimizer (SGD, lr 1) around a one-weight model whose loss w·g has the gradient g
+trainer = train.Trainer.__new__(train.Trainer)
+trainer.model, trainer.scaler = model, None
+trainer.optimizer = train.make_optimizer(model)
+trainer.forward = lambda x, y: ((model.w * x).sum(), None)
+trainer.scheduler = SimpleNamespace(step=lambda: None)
+trainer.tally = SimpleNamespace(add=lambda *args: None)
+trainer.train_step(paddle.to_tensor(g), None)
+reference = torch.tensor(w0, requires_grad=True)
+(reference * torch.tensor(g)).sum().backward()
+torch.nn.utils.clip_grad_norm_([reference], 1e-3)
+w = (reference - reference.grad).detach().numpy()
+print(json.dumps({"error": float(np.linalg.norm(model.w.numpy() - w) / np.linalg.norm(w - w0))}))
+'''
+
+
+def test_paddle_clips_the_gradient_as_torch(tmp_path: Path) -> None:
+    """torch clips by max_norm / (norm + 1e-6), paddle's ClipGradByGlobalNorm by max_norm / norm: 1e-6 / norm
+    relative apart, the size of float32 rounding for a norm near 1, but 5e-4 of the step for a gradient of
+    norm 2e-3. The paddle program's clip_gradients (train.py) takes torch's factor."""
+    doc = zoo.template("mlp").model_dump(mode="json")
+    doc["training"]["optimizer"] = {"name": "sgd", "lr": 1.0, "momentum": 0.0}
+    doc["training"]["gradient_clip_norm"] = 1.0
+    doc["training"]["schedule"] = {"name": "constant"}
+    generate(PipelineSpec.model_validate(doc), "paddle").write(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", CLIP_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["error"] < 1e-5, result  # with the optimizer's ClipGradByGlobalNorm (before): 5.8e-4

@@ -100,7 +100,10 @@ def combine_gradients(grads: list, replicas: int) -> list:
     context = tf.distribute.get_replica_context()
     if replicas > 1:
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-    grads, _ = tf.clip_by_global_norm(grads, GRADIENT_CLIP_NORM)
+    # torch's clip_grad_norm_: scaled by max_norm / (norm + 1e-6) where that is below 1 (tf.clip_by_global_norm
+    # scales by max_norm / norm, 1e-6 / norm relative off torch's every step the gradient is clipped)
+    scale = tf.minimum(GRADIENT_CLIP_NORM / (tf.linalg.global_norm(grads) + 1e-6), 1.0)
+    grads = [g * tf.cast(scale, g.dtype) for g in grads]
     if replicas > 1:
         grads = [g / replicas for g in grads]
     return grads

@@ -76,8 +76,20 @@ def make_scheduler(plan: Plan) -> paddle.optimizer.lr.LambdaDecay:
     return paddle.optimizer.lr.LambdaDecay(LR, lambda step: lr_factor(step, plan))
 
 
+def clip_gradients(model: paddle.nn.Layer) -> None:
+    """Scale the gradient down to norm GRADIENT_CLIP_NORM where it is longer, by torch's clip_grad_norm_ factor
+    max_norm / (norm + 1e-6). The optimizer's grad_clip (ClipGradByGlobalNorm) divides by the norm alone, 1e-6 / norm
+    relative off torch's; paddle.nn.utils.clip_grad_norm_ takes torch's factor but a norm 5e-6 relative off over an
+    embedding's millions of gradients (float32 sums in order), where sum(square) is within 1e-8."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    norm = paddle.sqrt(paddle.add_n([paddle.sum(paddle.square(g)) for g in grads]))
+    scale = paddle.clip(GRADIENT_CLIP_NORM / (norm + 1e-6), max=1.0)
+    with paddle.no_grad():  # a gradient is a leaf that autograd would not let change in place
+        for g in grads:
+            g.multiply_(scale)
+
+
 def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) -> paddle.optimizer.Optimizer:
-    clip = paddle.nn.ClipGradByGlobalNorm(GRADIENT_CLIP_NORM)
     # SGD with momentum (torch's rule: v = m·v + g; w -= lr·v; Nesterov).
     # weight_decay is an L2 term added to the gradient, as in every framework's program.
     return paddle.optimizer.Momentum(
@@ -86,7 +98,6 @@ def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) 
         parameters=model.parameters(),
         use_nesterov=True,
         weight_decay=paddle.regularizer.L2Decay(0.0005),
-        grad_clip=clip,
     )
 
 
@@ -125,10 +136,13 @@ class Trainer(StepByStep):
         loss, output = self.forward(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)  # clip the true gradient
+            clip_gradients(self.model)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            clip_gradients(self.model)
             self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.scheduler.step()

@@ -83,12 +83,22 @@ def make_scheduler(plan: Plan) -> paddle.optimizer.lr.LambdaDecay:
     return paddle.optimizer.lr.LambdaDecay(LR, lambda step: lr_factor(step, plan))
 
 
+def clip_gradients(model: paddle.nn.Layer) -> None:
+    """Scale the gradient down to norm GRADIENT_CLIP_NORM where it is longer, by torch's clip_grad_norm_ factor
+    max_norm / (norm + 1e-6). The optimizer's grad_clip (ClipGradByGlobalNorm) divides by the norm alone, 1e-6 / norm
+    relative off torch's; paddle.nn.utils.clip_grad_norm_ takes torch's factor but a norm 5e-6 relative off over an
+    embedding's millions of gradients (float32 sums in order), where sum(square) is within 1e-8."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    norm = paddle.sqrt(paddle.add_n([paddle.sum(paddle.square(g)) for g in grads]))
+    scale = paddle.clip(GRADIENT_CLIP_NORM / (norm + 1e-6), max=1.0)
+    with paddle.no_grad():  # a gradient is a leaf that autograd would not let change in place
+        for g in grads:
+            g.multiply_(scale)
+
+
 def make_optimizer(model: paddle.nn.Layer, lr: paddle.optimizer.lr.LRScheduler) -> paddle.optimizer.Optimizer:
-    clip = paddle.nn.ClipGradByGlobalNorm(GRADIENT_CLIP_NORM)
     # weight_decay is decoupled (AdamW), as in every framework's program; optim.py says why not paddle's own AdamW.
-    return TorchAdamW(
-        lr, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=model.parameters(), weight_decay=0.01, grad_clip=clip
-    )
+    return TorchAdamW(lr, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=model.parameters(), weight_decay=0.01)
 
 
 # --------------------------------------------------------------------------- training steps, checkpoints, the saved model
@@ -125,10 +135,13 @@ class Trainer(StepByStep):
         loss, output = self.forward(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)  # clip the true gradient
+            clip_gradients(self.model)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            clip_gradients(self.model)
             self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.scheduler.step()
