@@ -37,7 +37,7 @@ from streamlit_flow.layouts import ManualLayout
 from core.errors import FlowTrainError
 from portal import flow_component
 from portal.canvas_merge import SENT_KEY
-from portal.editor_state import Editor
+from portal.editor_state import CANVAS_KEY_PREFIX, Editor
 
 CANVAS_HEIGHT = 800
 MIN_ZOOM = 0.02  # a 2,000-node graph laid out by portal/graph_layout.py fits the canvas whole
@@ -99,7 +99,7 @@ def _page_state(ed: Editor) -> tuple[Any, ...]:
     (plain values under string keys: a button clicked is True in the run it causes, a choice its option)."""
     widgets = sorted((k, repr(v)) for k, v in st.session_state.items()
                      if isinstance(k, str) and isinstance(v, (bool, int, float, str, type(None)))
-                     and not k.startswith("canvas-") and k != PAGE_MARK_KEY)
+                     and not k.startswith(CANVAS_KEY_PREFIX) and k != PAGE_MARK_KEY)
     return ed.rev, ed.selected, tuple(n.id for n in ed.notices), ed.canvas_version, tuple(widgets)
 
 

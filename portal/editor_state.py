@@ -107,6 +107,9 @@ def _node_dict(node_id: str, op: str, params: dict[str, Any], x: float, y: float
 # --------------------------------------------------------------------------- the editor
 
 
+CANVAS_KEY_PREFIX = "canvas-"  # the canvas component's widget key: this and the canvas version
+
+
 @dataclass
 class Editor(BlockEdits):
     """One user's editor: the document, its undo history and the canvas synchronisation state. The
@@ -236,7 +239,7 @@ class Editor(BlockEdits):
 
     @property
     def canvas_key(self) -> str:
-        return f"canvas-{self.canvas_version}"
+        return f"{CANVAS_KEY_PREFIX}{self.canvas_version}"
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
