@@ -5,8 +5,8 @@ A step time measured on a shared machine is that machine's at that moment: a cal
 average of 8 and a run started at 20 are two different machines. Each measurement of the local scheduler
 records the load it ran beside (:func:`during`: the mean count of runnable tasks while it ran, read at each of
 the calibration's polls, less itself; the 1-minute load average, ``os.getloadavg``, before and after it is kept
-too), the machine's CPUs and the program's threads (:class:`Contention`). The estimate reads the load average
-now (:func:`schedulers.utilisation.local_utilisation`) and scales the compute terms (start-up, training steps,
+too), the machine's CPUs and the program's threads (:class:`Contention`). The estimate reads the load now
+(:func:`here`: the runnable tasks, read the same way, not the lagging load average) and scales the compute terms (start-up, training steps,
 validation passes; not the writes) by :func:`load_factor`, the ratio of the slowdowns now and then:
 
     slowdown(load) = max(1, (LOAD_WEIGHT x load + threads) / cpus)
@@ -26,12 +26,15 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 LOAD_WEIGHT = 1.0  # what one task of the 1-minute load average costs the program (bench/load_slowdown.py)
 SAME = 0.05  # a factor within 5% of 1 is not applied (the load average's own noise)
+NOW_SAMPLES = 10  # readings of the runnable tasks that make the load now (:func:`here`), NOW_INTERVAL_S apart
+NOW_INTERVAL_S = 0.02
 MIN_SAMPLES = 4  # readings of the runnable tasks (one per poll, every 0.5 s) that make a job's contention
 MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this: the model's root mean square error, step times
 # of bench/load_slowdown.py's jobs predicted from one another (tests/schedulers/data/load_slowdown.json)
@@ -44,7 +47,7 @@ class Contention:
     load: float  # other runnable tasks: beside the job, without it (:func:`during`); now, the load average (:func:`here`)
     cpus: int  # the machine's CPUs (os.cpu_count)
     threads: int  # the program's compute threads (the generated programs use every CPU the job may run on)
-    load_before: float | None = None  # a job's: the load average read before it was submitted
+    load_before: float | None = None  # the 1-minute load average: a job's, read before it was submitted
     load_end: float | None = None  # and after it ended (its own threads in it)
     runnable: float | None = None  # the mean count of runnable tasks while it ran (itself and the reader included)
 
@@ -72,11 +75,28 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def here() -> Contention:
-    """This machine's contention now, for a program using every CPU this process may run on."""
+def here(samples: int = NOW_SAMPLES, interval_s: float = NOW_INTERVAL_S) -> Contention:
+    """This machine's contention now, for a program using every CPU this process may run on: the mean of
+    ``samples`` readings of the runnable tasks (:func:`runnable`, ``interval_s`` apart) less the reader, where
+    /proc/stat has them; else the 1-minute load average.
+
+    Not the load average first: it lags a minute, and an estimate is most often taken right after a job of the
+    user's own ended (the calibration job it reads, the run before). On an idle machine the bench's runs were
+    estimated at loads of 0.5-1.2 left by those jobs against 0.0 at calibration, and predicted 1.2-1.6x too long
+    (docs/selector.md, "Load"). The load average is kept beside it (``load_before``)."""
     cpus = os.cpu_count() or 1
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
-    return Contention(os.getloadavg()[0], cpus, max(min(threads, cpus), 1))
+    average = os.getloadavg()[0]
+    seen = []
+    for i in range(samples):
+        if i:
+            time.sleep(interval_s)
+        reading = runnable()
+        if reading is None:
+            break
+        seen.append(reading)
+    load = max(statistics.fmean(seen) - 1, 0.0) if len(seen) == samples and seen else average
+    return Contention(load, cpus, max(min(threads, cpus), 1), load_before=average)
 
 
 def runnable() -> int | None:
@@ -119,6 +139,18 @@ def load_factor(now: Contention | None, then: Contention | None) -> float:
         return 1.0
     factor = slowdown(now.load, then.threads, then.cpus) / then.slowdown
     return 1.0 if abs(factor - 1.0) < SAME else factor
+
+
+def idle_share(c: Contention | None) -> float:
+    """What a compute figure measured under ``c`` would have been on an idle machine: 1 / its slowdown; 1 when the
+    load is not known (a Slurm job's CPUs are its own). The learned model and the shipped defaults are fitted on
+    figures made idle this way, and scaled to the load now (:func:`idle_like`)."""
+    return 1.0 / c.slowdown if c is not None else 1.0
+
+
+def idle_like(now: Contention | None) -> Contention | None:
+    """The contention figures made idle (:func:`idle_share`) stand for: no other load, on a machine like ``now``'s."""
+    return None if now is None else Contention(0.0, now.cpus, now.threads)
 
 
 def load_words(now: Contention, then: Contention, at: str = "at calibration",

@@ -36,7 +36,7 @@ from typing import Any
 
 from core.spec import PipelineSpec
 from core.validate import Analysis
-from schedulers.contention import MODEL_FACTOR, Contention, load_factor, load_words
+from schedulers.contention import MODEL_FACTOR, Contention, idle_like, idle_share, load_factor, load_words
 from schedulers.shipped import WARMUP_STEPS, shipped
 from schedulers.speed import MEASURED_FACTOR, Measurement, Speed, train_conv_macs_per_sample, train_macs_per_sample
 
@@ -136,15 +136,22 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
     the machine's CPU load now (a local CPU job; ``None`` on Slurm, whose jobs' CPUs are their own): the measured
     compute terms are scaled from the load they were measured under to it (:func:`load_scaled`)."""
     m, peers = speed.measurement, speed.peers
+    idle = m is None and speed.idle  # the learned model's or the shipped figures: an idle machine's, scaled below
+
+    def share(p: Measurement, seconds: float | None) -> float | None:  # a peer's start-up as on an idle machine,
+        # like the learned model's steps
+        return None if seconds is None else seconds * (idle_share(p.contention) if idle else 1.0)
+
     n = counts(spec, train_samples, total_samples, world)
     step_s = spec.data.batch_size * world / max(speed.samples_per_s, 1e-9)
     d = shipped(framework) if speed.shipped else None  # nothing measured on these nodes: a development machine's
-    launch = _term(m.launch_s if m else None, peers, lambda p: p.launch_s, d.launch_s if d else DEFAULT_LAUNCH_S,
+    launch = _term(m.launch_s if m else None, peers, lambda p: share(p, p.launch_s), d.launch_s if d else DEFAULT_LAUNCH_S,
                    label=SHIPPED_LABEL if d else "default")
-    start = _term(m.startup_s if m else None, peers, lambda p: p.startup_s, d.startup_s if d else DEFAULT_STARTUP_S,
+    start = _term(m.startup_s if m else None, peers, lambda p: share(p, p.startup_s), d.startup_s if d else DEFAULT_STARTUP_S,
                   label=SHIPPED_LABEL if d else "default")
     warm_measured = max(m.warmup_s - WARMUP_STEPS * m.step_s, 0.0) if m and m.warmup_s is not None else None
-    warm = _term(warm_measured, peers, lambda p: None if p.warmup_s is None else max(p.warmup_s - WARMUP_STEPS * p.step_s, 0.0),
+    warm = _term(warm_measured, peers, lambda p: None if p.warmup_s is None
+                 else share(p, max(p.warmup_s - WARMUP_STEPS * p.step_s, 0.0)),
                  d.warmup_s if d else 0.0, label=SHIPPED_LABEL if d else "default")
     per_val = m.val_s / m.val_samples if m and m.val_s is not None and m.val_samples else None
     evaluated = n.val_passes * n.val_samples + n.test_samples
@@ -160,8 +167,10 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                "; ".join(f"{k} {v[2]}" for k, v in (("launch", launch), ("data and model", start),
                                                     ("warm-up", warm))))
     terms = {"startup": startup, "train": train, "val": val, "checkpoint": ckpt, "end": end}
-    load = load_scaled(terms, contention, m.contention if m else None,
-                       "at calibration" if not m or m.source == "calibration" else f"in {m.source}")
+    then = m.contention if m else idle_like(contention) if idle else None
+    at = ("for the model's figures (an idle machine's)" if m is None
+          else "at calibration" if m.source == "calibration" else f"in {m.source}")
+    load = load_scaled(terms, contention, then, at)
     low = sum(v / f for v, f, _ in terms.values())
     high = sum(v * f for v, f, _ in terms.values())
     return Estimate(wait_s, *(terms[k][0] for k in ("startup", "train", "val", "checkpoint", "end")), low, high,

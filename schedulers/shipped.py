@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from schedulers.contention import Contention, idle_share
 from schedulers.macs_model import Point, StepFit, coefficients
 
 SHIPPED_FACTOR = 3.0
@@ -77,20 +78,22 @@ def derive(calibrations: Sequence[Mapping[str, Any]]) -> Defaults | None:
     tests/schedulers/test_estimates.py). A lower bound (half the cheapest step) was tried and is worse: with two
     graphs it forces their difference into the MACs (paddle's MLP 8x over). The figures stay a loaded machine's
     until re-derived from records taken on a quiet one."""
+    def idle(c: Mapping[str, Any], name: str) -> float:  # as on an idle machine, where the record has its load
+        return float(c[name]) * idle_share(Contention.from_dict(c.get("contention")))
+
     graphs: dict[tuple[float, float, float], list[float]] = {}
     for c in calibrations:
         graphs.setdefault((float(c["macs_per_sample"]), float(c["params"]), float(c["batch_size"])),
-                          []).append(float(c["step_s"]))
+                          []).append(idle(c, "step_s"))
     points = [Point(*graph, statistics.median(steps)) for graph, steps in graphs.items()]
     if not points:
         return None
 
     def median(name: str) -> float:
-        values = [float(c[name]) for c in calibrations if c.get(name) is not None]
+        values = [idle(c, name) for c in calibrations if c.get(name) is not None]
         return statistics.median(values) if values else 0.0
 
-    warm = statistics.median(max(float(c["warmup_s"]) - WARMUP_STEPS * float(c["step_s"]), 0.0)
-                             for c in calibrations)
+    warm = statistics.median(max(idle(c, "warmup_s") - WARMUP_STEPS * idle(c, "step_s"), 0.0) for c in calibrations)
     line = coefficients(points, MAX_OVERHEAD_SHARE * min(p.step_s for p in points))
     return Defaults(round(median("launch_s"), 2), round(median("startup_s"), 2), round(warm, 2),
                     tuple(float(f"{v:.4g}") for v in line))  # type: ignore[arg-type]

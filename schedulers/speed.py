@@ -42,7 +42,7 @@ from core.datasets import builtin
 from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
-from schedulers.contention import Contention
+from schedulers.contention import Contention, idle_share
 from schedulers.macs_model import DEFAULT_FACTOR, FEW_FACTOR, Point, fit
 from schedulers.registry.db import private_file
 from schedulers.shipped import SHIPPED_FACTOR, shipped
@@ -142,6 +142,8 @@ class Speed:
     measurement: Measurement | None = None  # the fresh measurement of this very graph, with its other terms
     peers: tuple[Measurement, ...] = ()  # the user's measurements of other graphs, this framework, these nodes
     shipped: bool = False  # nothing measured on these nodes: the framework's shipped defaults (schedulers/shipped.py)
+    idle: bool = False  # the figures are an idle machine's (the learned model's, the shipped defaults): the estimate
+    # scales them to the load now (schedulers/contention.py, idle_share)
 
     @property
     def measured(self) -> bool:
@@ -354,21 +356,21 @@ class SpeedBook:
                 note = f"stale measurement not used: {stale}; "
         else:
             peers = ()
-        learned = fit([Point(m.macs_per_sample, m.params, m.batch_size, m.step_s, m.conv_macs_per_sample)
-                       for m in peers if m.params])
+        learned = fit([Point(m.macs_per_sample, m.params, m.batch_size, m.step_s * idle_share(m.contention),
+                             m.conv_macs_per_sample) for m in peers if m.params])  # each step as on an idle machine
         if learned is not None:
             batch = spec.data.batch_size
             step = learned.step_s(train_macs_per_sample(analysis), analysis.total_params, batch,
                                   train_conv_macs_per_sample(analysis))
             return Speed(batch * _world(resources) / step, "model", note=note + learned.words(),
-                         factor=learned.factor, peers=peers)
+                         factor=learned.factor, peers=peers, idle=True)
         measured = bool(self.on_hardware(hardware))
         defaults = shipped(framework)
         if not measured and defaults is not None and not (resources.gpus_per_node and cuda):
             batch = spec.data.batch_size
             step = defaults.step().step_s(train_macs_per_sample(analysis), analysis.total_params, batch)
             return Speed(batch * _world(resources) / step, "model", note=note + defaults.words(framework),
-                         factor=SHIPPED_FACTOR, peers=peers, shipped=True)
+                         factor=SHIPPED_FACTOR, peers=peers, shipped=True, idle=True)
         rate, how = self.model_rate(framework, hardware, resources, cuda)
         samples = rate / train_macs_per_sample(analysis)
         return Speed(samples, "model", note=note + how, factor=FEW_FACTOR if measured else DEFAULT_FACTOR,

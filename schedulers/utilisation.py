@@ -87,7 +87,7 @@ class PartitionUtilisation:
     nodes: tuple[NodeUtilisation, ...]
     limits: PartitionLimits = NO_LIMITS  # MaxNodes, MaxTime, … of ``scontrol show partition``
     observed_at: float = 0.0  # when this was read (time.time()); waits are counted from it
-    # The machine's CPU contention now (the local machine's load average; schedulers/contention.py): None on Slurm,
+    # The machine's CPU contention now (the local machine's runnable tasks; schedulers/contention.py): None on Slurm,
     # whose jobs' CPUs are their own
     contention: Contention | None = None
 
@@ -299,8 +299,8 @@ def local_utilisation(
 
     CPUs from ``os.cpu_count``, memory from psutil, GPUs from ``nvidia-smi`` (or ``gpus``). What the
     local executor has running is passed in by it (``alloc_*``, ``*_jobs``): this machine's load from
-    other programs is not an allocation; it is its :attr:`~PartitionUtilisation.contention` (the 1-minute
-    load average), by which an estimate scales a calibration measured under another load.
+    other programs is not an allocation; it is its :attr:`~PartitionUtilisation.contention` (its runnable
+    tasks now: :func:`schedulers.contention.here`), by which an estimate scales a calibration measured under another load.
     """
     cpus = os.cpu_count() or 1
     mem = psutil.virtual_memory()

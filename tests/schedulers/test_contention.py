@@ -11,19 +11,30 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.load import spec_from_dict
 from core.validate import validate
 from schedulers.base import Resources
-from schedulers.contention import MODEL_FACTOR, Contention, during, load_factor, slowdown
+from schedulers.contention import MODEL_FACTOR, Contention, during, here, load_factor, slowdown
 from schedulers.selector import select
-from schedulers.speed import Measurement, SpeedBook, SpeedCache, speed_key, train_macs_per_sample
+from schedulers.speed import (
+    Measurement,
+    SpeedBook,
+    SpeedCache,
+    speed_key,
+    train_conv_macs_per_sample,
+    train_macs_per_sample,
+)
 from schedulers.utilisation import PartitionUtilisation, local_utilisation
 from tests.schedulers.completed_runs import TIMINGS, complete
 from tests.schedulers.test_selector import all_supported, env_report
@@ -40,16 +51,21 @@ def local(load: float, cpus: int = 2) -> dict[str, PartitionUtilisation]:
 
 
 def measure(cache: SpeedCache, util: PartitionUtilisation, framework: str, *, step_s: float,
-            contention: Contention | None, val_s: float = 0.5) -> Measurement:
-    """What a local calibration job of the MNIST CNN would leave in the cache, measured under ``contention``."""
-    spec = mnist()
+            contention: Contention | None, val_s: float = 0.5, batch_size: int = 64) -> Measurement:
+    """What a local calibration job of the MNIST CNN (at ``batch_size``) would leave in the cache, measured under
+    ``contention``."""
+    doc = mnist().model_dump(mode="json")
+    doc["data"]["batch_size"] = batch_size
+    spec = spec_from_dict(doc)
     analysis = validate(spec)
     key = speed_key(spec, analysis, framework, "all", "/opt/all/bin/python", None, util.hardware,
                     Resources(cpus_per_task=spec.training.resources.cpus_per_task, time_limit_min=30))
     m = Measurement(key, framework, {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[framework], "all",
-                    "local", util.hardware, "local", "20261202-1", NOW - 60, 64 / step_s, step_s, 2.0, 1437,
-                    train_macs_per_sample(analysis), {"samples_per_s": 64 / step_s}, launch_s=4.0, warmup_s=3 * step_s,
-                    val_s=val_s, val_samples=360, checkpoint_s=0.1, end_s=1.0, contention=contention)
+                    "local", util.hardware, "local", "20261202-1", NOW - 60, batch_size / step_s, step_s, 2.0, 1437,
+                    train_macs_per_sample(analysis), {"samples_per_s": batch_size / step_s}, launch_s=4.0, warmup_s=3 * step_s,
+                    val_s=val_s, val_samples=360, checkpoint_s=0.1, end_s=1.0, contention=contention,
+                    params=analysis.total_params, batch_size=batch_size,
+                    conv_macs_per_sample=train_conv_macs_per_sample(analysis))
     cache.put(m)
     return m
 
@@ -115,6 +131,25 @@ def test_the_load_a_job_ran_under_leaves_out_the_job_itself() -> None:
     assert during(Contention(1.0, 2, 2), 3.0, 60.0, [9, 9]).load == c.load  # too few: the load average
 
 
+@pytest.mark.alone
+def test_the_load_now_counts_what_runs_now_not_the_last_minute() -> None:
+    """Two busy processes are two more runnable tasks now, and nothing once they are gone, whatever the 1-minute
+    load average still holds of them: an estimate taken right after a calibration job ended was scaled up by the
+    job's own lingering load (docs/selector.md, "Load"). Real processes, the real /proc/stat."""
+    base = here().load
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = here(samples=20).load
+    finally:
+        for proc in loops:
+            proc.kill()
+            proc.wait()
+    after = here(samples=20)
+    assert busy - base >= 1.5, (base, busy)
+    assert busy - after.load >= 1.25, (base, busy, after)  # gone at once, not a minute later
+    assert after.load_before == pytest.approx(os.getloadavg()[0], abs=0.5)  # the load average, kept beside it
+
+
 def test_a_measurement_keeps_the_load_it_was_measured_under(tmp_path: Path) -> None:
     util = local(0.4)["local"]
     cache = SpeedCache(tmp_path)
@@ -141,6 +176,32 @@ def test_the_estimate_scales_start_up_training_and_validation_by_the_load_now_an
     assert (busy.high_s - busy.finish_s) / busy.finish_s > (same.high_s - same.finish_s) / same.finish_s
     assert busy.samples_per_s == same.samples_per_s  # the measured rate is shown as measured
     assert busy.rank == 1 and busy.finish_s > same.finish_s * 2
+
+
+def test_the_learned_model_stands_for_an_idle_machine_and_is_scaled_to_the_load_now(tmp_path: Path) -> None:
+    """Three other graphs (the MNIST CNN at batch 16, 32, 128) calibrated beside a load of 2 on 2 CPUs, each step
+    twice what it is alone: a graph never measured gets the same estimate from them as from the same graphs
+    calibrated on an idle machine, and twice its start-up, training and validation at a load of 2 now. Before,
+    the learned model took loaded steps as they were, and a fresh home's shipped defaults were one loaded machine's
+    figures for every load: a quiet machine's runs came out 2.5-30x over (docs/selector.md)."""
+    estimates = {}
+    for label, load in (("idle", 0.0), ("loaded", 2.0)):
+        cache = SpeedCache(tmp_path / label)
+        slow = slowdown(load, 2, 2)
+        for batch, step_s in ((16, 0.02), (32, 0.035), (128, 0.125)):
+            m = measure(cache, local(load)["local"], "torch", step_s=step_s * slow, contention=Contention(load, 2, 2),
+                        batch_size=batch)
+            cache.put(replace(m, launch_s=m.launch_s * slow, startup_s=m.startup_s * slow))
+        estimates[label] = {now: choose(cache, local(now)) for now in (0.0, 2.0)}
+    quiet, busy = estimates["idle"][0.0], estimates["loaded"][2.0]
+    assert quiet.speed_source == "model" and "fitted to 3 other graph(s)" in quiet.speed_note
+    for part in ("startup_s", "train_s", "val_s", "checkpoint_s", "end_s"):
+        assert estimates["loaded"][0.0].estimate[part] == pytest.approx(quiet.estimate[part], rel=1e-6), part
+    for part in ("startup_s", "train_s", "val_s"):
+        assert busy.estimate[part] == pytest.approx(2 * quiet.estimate[part], rel=1e-6), part
+        assert estimates["idle"][2.0].estimate[part] == pytest.approx(busy.estimate[part], rel=1e-6), part
+    assert busy.estimate["sources"]["train"] == "MACs model, ×2 for the load"
+    assert "load 2.0 now vs 0.0 for the model's figures (an idle machine's) (2 CPUs)" in busy.reason, busy.reason
 
 
 def test_a_cache_row_from_before_loads_were_recorded_still_reads(tmp_path: Path) -> None:
