@@ -47,7 +47,12 @@ DEFAULT_LAUNCH_S = 5.0  # interpreter and framework import, for a framework with
 DEFAULT_STARTUP_S = 2.0  # the data and the model
 SHIPPED_LABEL = "shipped default (a development machine's)"  # schedulers/shipped.py
 CHECKPOINT_BYTES_PER_PARAM = 12  # weights and two optimizer moments, float32
-DISK_BYTES_PER_S = 100e6
+# A checkpoint write: a fixed part and the bytes; measured on the development machine's local disk (3-6 ms at 62k
+# parameters, 11-14 ms at 670k, 18-35 ms at 1.2M: tests/schedulers/data/estimate_runs.json). A parallel file system
+# is slower: the first calibration on the nodes replaces these (the graph's own write, else the other graphs').
+CHECKPOINT_FIXED_S = 0.003
+DISK_BYTES_PER_S = 800e6
+CHECKPOINT_FIXED_PARAMS = CHECKPOINT_FIXED_S * DISK_BYTES_PER_S / CHECKPOINT_BYTES_PER_PARAM  # the fixed part in params
 DEFAULT_END_S = 1.0  # the final model and its ONNX export, beyond writing the weights
 EVAL_SHARE = 1 / 3  # a sample's evaluation costs about its forward pass: a third of a training step
 
@@ -121,6 +126,14 @@ def _term(measured: float | None, peers: Sequence[Measurement], of: Callable[[Me
     return default * scale, DEFAULT_TERM_FACTOR, label
 
 
+def _eval_share(p: Measurement) -> float | None:
+    """What one validation sample cost against one training sample in a measurement of another graph (a forward
+    pass against forward and backward: 0.14-0.73 in the development machine's calibrations, by framework)."""
+    if p.val_s is None or not p.val_samples or not p.step_s or not p.batch_size:
+        return None
+    return (p.val_s / p.val_samples) / (p.step_s / p.batch_size)
+
+
 def _first_once(term: Term, first: float | None, steady: float | None, done: bool) -> Term:
     """A measured term counted at its steady figure, plus once what its first time took beyond it (keras's first
     validation pass traces the evaluation, a first checkpoint write pays one-off costs): first + (n - 1) x steady."""
@@ -155,10 +168,16 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                  d.warmup_s if d else 0.0, label=SHIPPED_LABEL if d else "default")
     per_val = m.val_s / m.val_samples if m and m.val_s is not None and m.val_samples else None
     evaluated = n.val_passes * n.val_samples + n.test_samples
-    val = _first_once(_term(per_val, (), lambda p: None, step_s / max(spec.data.batch_size, 1) * EVAL_SHARE,
-                            evaluated), m.val_first_s if m else None, m.val_s if m else None, evaluated > 0)
-    ckpt_default = 0.05 + analysis.total_params * CHECKPOINT_BYTES_PER_PARAM / DISK_BYTES_PER_S
-    ckpt = _first_once(_term(m.checkpoint_s if m else None, (), lambda p: None, ckpt_default, n.checkpoints),
+    per_train = step_s / max(spec.data.batch_size, 1)  # a training sample's share of a step
+    val = _first_once(_term(per_val, peers, lambda p: _eval_share(p) * per_train if _eval_share(p) else None,
+                            per_train * EVAL_SHARE, evaluated),
+                      m.val_first_s if m else None, m.val_s if m else None, evaluated > 0)
+    params = analysis.total_params
+    ckpt_default = CHECKPOINT_FIXED_S + params * CHECKPOINT_BYTES_PER_PARAM / DISK_BYTES_PER_S
+    ckpt = _first_once(_term(m.checkpoint_s if m else None, peers,
+                             lambda p: None if p.checkpoint_s is None else  # another graph's write, for these bytes
+                             p.checkpoint_s * (CHECKPOINT_FIXED_PARAMS + params) / (CHECKPOINT_FIXED_PARAMS + p.params),
+                             ckpt_default, n.checkpoints),
                        m.checkpoint_first_s if m else None, m.checkpoint_s if m else None, n.checkpoints > 0)
     end = _term(m.end_s if m else None, peers, lambda p: p.end_s, DEFAULT_END_S + ckpt_default)
     train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9), speed.factor,

@@ -57,9 +57,9 @@ class Defaults:
 
 # derive() of tests/schedulers/data/estimate_runs.json's calibrations (tests/schedulers/test_estimates.py checks it)
 SHIPPED: dict[str, Defaults] = {
-    "torch": Defaults(13.47, 15.88, 0.95, (0.3144, 4.516e-10, 0.0)),
-    "keras": Defaults(41.66, 4.81, 6.24, (0.01566, 2.138e-10, 0.0)),
-    "paddle": Defaults(8.46, 7.14, 0.18, (0.02145, 2.893e-10, 0.0)),
+    "torch": Defaults(1.68, 1.92, 0.02, (0.001017, 1.626e-11, 0.0)),
+    "keras": Defaults(3.76, 0.47, 0.6, (0.006656, 9.908e-12, 0.0)),
+    "paddle": Defaults(1.13, 0.9, 0.02, (0.003091, 5.116e-11, 0.0)),
 }
 
 

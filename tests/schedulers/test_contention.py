@@ -190,7 +190,7 @@ def test_the_learned_model_stands_for_an_idle_machine_and_is_scaled_to_the_load_
         slow = slowdown(load, 2, 2)
         for batch, step_s in ((16, 0.02), (32, 0.035), (128, 0.125)):
             m = measure(cache, local(load)["local"], "torch", step_s=step_s * slow, contention=Contention(load, 2, 2),
-                        batch_size=batch)
+                        batch_size=batch, val_s=0.5 * slow)
             cache.put(replace(m, launch_s=m.launch_s * slow, startup_s=m.startup_s * slow))
         estimates[label] = {now: choose(cache, local(now)) for now in (0.0, 2.0)}
     quiet, busy = estimates["idle"][0.0], estimates["loaded"][2.0]

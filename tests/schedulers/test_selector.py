@@ -101,7 +101,7 @@ def test_soonest_start_beats_preference_on_captured_cluster() -> None:
     assert sel.python == "/opt/torch-gpu/bin/python"
     assert sel.reasons[0].startswith("chose torch on partition gpu: it can start now (2 idle GPUs, 1 pending)")
     assert sel.reasons[0].endswith(  # within the uncertainty (both the default MACs model): the known queue decides
-        "torch and paddle finish within the estimates' uncertainty (~11 s (4–30 s) against ~11 s (4–30 s)): "
+        "torch and paddle finish within the estimates' uncertainty (~9 s (3–24 s) against ~9 s (3–24 s)): "
         "preferred paddle queues behind more jobs (2 pending against 1), which is known, not estimated, so torch "
         "goes first")
     by = {(c.framework, c.partition): c for c in sel.candidates}

@@ -104,15 +104,15 @@ def test_auto_picks_the_measured_fastest_and_says_the_numbers(tmp_path: Path) ->
     sel = choose(spec, idle(), cache)
     assert (sel.framework, sel.partition) == ("keras", "cpu")  # cpu and gpu have the same nodes: default cpu
     # 12 epochs x 1437 samples at 2130/s = 8 s of training; start-up: 2 s measured + launch 5 s (default);
-    # 12 validation passes of 360 samples; 12 checkpoints and the final model (defaults): ~19 s.
+    # 12 validation passes of 360 samples; 12 checkpoints and the final model (defaults): ~17 s.
     # keras and torch overlap: the reasons say it is a toss-up; paddle is far off.
     assert sel.reasons[0] == (
         "chose keras on partition cpu: it can start now (16 idle CPUs, 0 pending); keras and torch finish within "
-        "the estimates' uncertainty (~19 s (12–38 s) against ~21 s (13–40 s)): none of them is preferred "
+        "the estimates' uncertainty (~17 s (11–32 s) against ~19 s (12–34 s)): none of them is preferred "
         "(training.framework), so the nearest estimate decides")
-    assert sel.reasons[1] == ("time to result: keras on cpu: 2,130 samples/s measured, done in ~19 s, could be "
-                              "12–38 s (start-up 7 s, training 8 s, validation 1 s, checkpoints and end 4 s, wait "
-                              "none); torch on cpu: 1,760, ~21 s (13–40 s); paddle on cpu: 410, ~56 s (42–84 s)")
+    assert sel.reasons[1] == ("time to result: keras on cpu: 2,130 samples/s measured, done in ~17 s, could be "
+                              "11–32 s (start-up 7 s, training 8 s, validation 1 s, checkpoints and end 1 s, wait "
+                              "none); torch on cpu: 1,760, ~19 s (12–34 s); paddle on cpu: 410, ~54 s (41–78 s)")
     keras = next(c for c in sel.candidates if (c.framework, c.partition) == ("keras", "gpu"))
     assert keras.speed_source == "measured" and keras.wait_s == 0 and keras.measured_at == NOW - 3600
     assert keras.estimate["sources"]["train"] == "measured" and "launch default" in keras.estimate["sources"]["startup"]
@@ -122,9 +122,9 @@ def test_auto_picks_the_measured_fastest_and_says_the_numbers(tmp_path: Path) ->
     assert torch.framework == "torch" and torch.reasons[0].endswith("your preferred framework decides")
     paddle = choose(mnist("paddle"), idle(), cache)  # beyond the uncertainty: the estimate, not the preference
     assert paddle.framework == "keras" and paddle.reasons[0].endswith(
-        "keras and torch finish within the estimates' uncertainty (~19 s (12–38 s) against ~21 s (13–40 s)): "
+        "keras and torch finish within the estimates' uncertainty (~17 s (11–32 s) against ~19 s (12–34 s)): "
         "preferred paddle is not among them, so the nearest estimate decides; preferred paddle finishes later, "
-        "beyond the estimates' uncertainty (on cpu: ~56 s (42–84 s))")
+        "beyond the estimates' uncertainty (on cpu: ~54 s (41–78 s))")
 
 
 def test_without_measurements_the_shipped_defaults_estimate_and_preference_or_fixed_order_decides(
