@@ -2,7 +2,8 @@
 generated ``TorchAdamW`` (and ``TorchAdam`` with an L2 weight_decay) end where torch's optimizer ends,
 to float32 rounding (5e-8 of the distance the weights moved). Paddle's own AdamW, whose kernel multiplies
 β1ᵗ and β2ᵗ up in float32, ends 4.2e-6 of it away in this test (the cause of paddle's 1e-2 lockstep drift
-on the mlp template after 50 steps)."""
+on the mlp template after 50 steps). On the CPU the update runs in numpy on the tensors' memory (for speed):
+bit for bit paddle's operations, which a GPU runs, and a resumed run bit for bit an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -63,6 +64,89 @@ def test_paddle_adam_takes_torchs_steps(optimizer: str, tmp_path: Path) -> None:
     # relative to how far the weights moved: float32 rounding is ~1e-7 of it, paddle's own kernel 4e-6
     assert result["error"] < 1e-6, result
 
+
+
+EXACT_SCRIPT = r'''
+import json, sys
+import numpy as np
+import paddle
+import optim
+name = sys.argv[1]
+paddle.set_device("cpu")
+rng = np.random.default_rng(0)
+# a bias, a weight over three of the host update's pieces (the last one short) and one whose gradients are
+# zero: magnitudes from 1e-30 to 1, so g·g and v reach float32's subnormals and underflow to zero
+shapes = [[7], [3, optim.CHUNK - 5], [4, 4]]
+w0 = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+grads = [[(rng.standard_normal(s) * 10.0 ** rng.uniform(-30, 0, s)).astype(np.float32) * (i != 2)
+          for i, s in enumerate(shapes)] for _ in range(12)]
+
+
+def optimizer_for(params):
+    decay = paddle.regularizer.L2Decay(0.01) if name == "TorchAdam" else 0.01
+    return getattr(optim, name)(1e-3, beta1=0.9, beta2=0.999, epsilon=1e-8, parameters=params, weight_decay=decay)
+
+
+def train(steps, params=None, state=None):
+    """(weights, optimizer state) after `steps` of the gradients, from w0 or from (params, state); names
+    counted afresh, as in a new process (the state's keys are its accumulators' names)"""
+    with paddle.utils.unique_name.guard():
+        if params is None:
+            params = [paddle.create_parameter(list(w.shape), "float32") for w in w0]
+            for p, w in zip(params, w0):
+                p.set_value(w)
+        optimizer = optimizer_for(params)
+        if state is not None:
+            optimizer.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
+        for g in steps:
+            paddle.add_n([(p * paddle.to_tensor(x)).sum() for p, x in zip(params, g)]).backward()
+            optimizer.step()
+            optimizer.clear_grad(set_to_zero=False)
+        return params, {k: v.numpy() for k, v in optimizer.state_dict().items() if isinstance(v, paddle.Tensor)}
+
+
+def bits(arrays):
+    return [a.view(np.int32) for a in arrays]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(bits(a), bits(b)))
+
+
+on_host = optim.on_host
+params, state = train(grads)
+optim.on_host = lambda *tensors: False  # paddle's operations, the update the GPU takes
+params_paddle, state_paddle = train(grads)
+optim.on_host = on_host
+# 5 steps, the state through numpy (as a checkpoint holds it), the rest in a new optimizer
+first, saved = train(grads[:5])
+resumed, state_resumed = train(grads[5:], params=first, state=saved)
+print(json.dumps({
+    "host_is_paddle": same([p.numpy() for p in params], [p.numpy() for p in params_paddle])
+    and sorted(state) == sorted(state_paddle) and same([state[k] for k in sorted(state)],
+                                                       [state_paddle[k] for k in sorted(state)]),
+    "resumed_is_uninterrupted": same([p.numpy() for p in params], [p.numpy() for p in resumed])
+    and same([state[k] for k in sorted(state)], [state_resumed[k] for k in sorted(state)]),
+    "steps": sorted({float(v[0]) for k, v in state_resumed.items() if "torch_step" in k}),
+}))
+'''
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "adam"])
+def test_paddle_adam_on_the_cpu_takes_the_bits_of_paddles_operations(optimizer: str, tmp_path: Path) -> None:
+    """On the CPU the generated optimizer updates float32 weights in numpy (optim.py says why): its weights and
+    state after 12 steps are bit for bit those of the same update as paddle operations (what a GPU runs), and
+    a run resumed from the state after 5 steps, its step counts included, ends bit for bit where the
+    uninterrupted run ends."""
+    doc = zoo.template("mlp").model_dump(mode="json")
+    doc["training"]["optimizer"] = {**doc["training"]["optimizer"], "name": optimizer, "weight_decay": 0.01}
+    generate(PipelineSpec.model_validate(doc), "paddle").write(tmp_path)
+    name = "TorchAdamW" if optimizer == "adamw" else "TorchAdam"
+    proc = subprocess.run([sys.executable, "-c", EXACT_SCRIPT, name], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"host_is_paddle": True, "resumed_is_uninterrupted": True, "steps": [12.0]}, result
 
 CLIP_SCRIPT = r'''
 import json
