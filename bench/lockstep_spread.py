@@ -3,7 +3,7 @@
 parts from itself, start by start.
 
     nice -n 19 .venv/bin/python bench/lockstep_spread.py transformer_text_classifier [--optimizer adamw]
-        [--steps 50] [--samples 6] [--lr 0.01] [--against paddle]
+        [--steps 50] [--samples 6] [--lr 0.01] [--against paddle] [--against-threads 1]
 
 The pipeline is set up as bench/lockstep_zoo.py sets it up (SMALLER, example data). Sample k trains torch from the
 start weights with each weight moved one float32 ulp up or down, the signs drawn from a generator seeded k
@@ -15,12 +15,15 @@ arrays apart, as check-training compares them: core/lockstep.py, GRADIENT_FREE).
 ``--against F`` also trains F's program from the start and from every sample's start, and adds per start F against
 torch from the same start, and F against F from the start: a mapping difference parts F from torch from every
 start at about the same size; chaos (a rounding that carries a unit across a ReLU's or max-pool's kink) parts
-them from some starts and not from others, as it parts torch from torch.
+them from some starts and not from others, as it parts torch from torch. ``--against torch --against-threads 1``
+trains torch's program a second time on one thread (``OMP_NUM_THREADS``: every reduction in another order, a
+rounding difference at every step, as a second framework's is, where a start one ulp away is one at the start).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -70,21 +73,31 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--samples", type=int, default=6)
     parser.add_argument("--lr", type=float, default=None, help="the optimizer's learning rate (default: as the zoo)")
-    parser.add_argument("--against", choices=[f for f in FRAMEWORKS if f != "torch"], default=None,
+    parser.add_argument("--against", choices=FRAMEWORKS, default=None,
                         help="also train this framework's program from every start and compare start by start")
+    parser.add_argument("--against-threads", type=int, default=None,
+                        help="train the --against programs on this many threads (OMP_NUM_THREADS)")
     args = parser.parse_args()
+    if args.against == "torch" and args.against_threads is None:
+        parser.error("--against torch trains torch's program again: give it --against-threads N to be another run")
     runs: dict[str, FrameworkRun] = {}
-    frameworks = ["torch", *([args.against] if args.against else [])]
+    against = args.against and (args.against if args.against_threads is None else
+                                f"{args.against}-{args.against_threads}-thread")
     with tempfile.TemporaryDirectory(prefix="flowtrain-lockstep-spread-") as tmp:
         root = Path(tmp)
         spec, notes = spec_for(args.pipeline, args.optimizer, root / "data", lr=args.lr)
         start = random_canonical(validate(spec), 0)
-        jobs = []
+        jobs, against_jobs = [], []
         for k in range(args.samples + 1):
             weights = root / f"start-{k}.npz"
             np.savez(weights, **(start if k == 0 else one_ulp_away(start, k)))
-            jobs += [(f"{fw} {k}", fw, check_spec(spec, weights), 1) for fw in frameworks]
+            jobs.append((f"torch {k}", "torch", check_spec(spec, weights), 1))
+            if against:
+                against_jobs.append((f"{against} {k}", args.against, check_spec(spec, weights), 1))
         folders = train_all(root, jobs, args.steps, sys.executable, 1800, runs)
+        if args.against_threads is not None:  # read by the programs' launcher (core/lockstep_launch.py)
+            os.environ["OMP_NUM_THREADS"] = str(args.against_threads)
+        folders.update(train_all(root, against_jobs, args.steps, sys.executable, 1800, runs))
         for folder, trained in read_trained_many(list(folders)):
             run = runs[folders[folder]]
             if isinstance(trained, TrainedModelError):
@@ -94,16 +107,16 @@ def main() -> int:
     print(f"{args.pipeline}, {args.optimizer}{f' lr {args.lr:g}' if args.lr else ''}, {args.steps} steps ({notes})\n")
     columns = ["start", "torch against torch from the start: loss (max rel. diff)", "at step (torch's loss)",
                "weights (max rel. diff, array)"]
-    if args.against:
-        f = args.against
+    if against:
+        f = against
         columns += [f"{f} against torch from the same start: loss", "at step (torch's loss)", "weights",
                     f"{f} against {f} from the start: loss", f"at step ({f}'s loss)", "weights"]
     print("| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|")
     for k in range(args.samples + 1):
         cells = ["the start" if k == 0 else f"one ulp away, seed {k}",
                  "(the reference) | |" if k == 0 else difference(runs[f"torch {k}"], runs["torch 0"])]
-        if args.against:
-            f = args.against
+        if against:
+            f = against
             cells.append(difference(runs[f"{f} {k}"], runs[f"torch {k}"]))
             cells.append("(the reference) | |" if k == 0 else difference(runs[f"{f} {k}"], runs[f"{f} 0"]))
         print("| " + " | ".join(cells) + " |")
