@@ -6,8 +6,9 @@ the weights within 1e-3 (relative) of torch's, or within twice how far torch par
 starts one float32 ulp away (--floor, the largest over its samples), both over the issue's 50 steps.
 mnist_cnn amplifies float32 rounding (ReLU and max-pool kinks crossed differently from step 20 on),
 so its bound is its floor's (docs/generated-program.md, "Lockstep training").
-Each case costs about a minute on two idle cores, nearly all of it the programs' start-up;
-on two cores shared at a load average of about 25, mnist_cnn's took 1523 s and the two-rank case 489 s.
+The mlp's case (6 programs) costs about a minute on two idle cores, mnist_cnn's (15 programs) a few; both
+took 621 s at a load average of 7 to 11. On two cores shared at a load average of about 25, mnist_cnn's
+took 1523 s over 30 steps with one floor run, and the two-rank case 489 s.
 """
 
 from __future__ import annotations
