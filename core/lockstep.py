@@ -124,10 +124,13 @@ class LockstepReport:
         on an AMD EPYC: 1.8e-3 for torch against torch), every program parts by that much on that CPU, and
         a fixed bound would pass or fail by the machine's matmul kernels, not by what the programs compute.
         Several samples, and the largest: whether a run crosses such a kink is chaotic, so one sample's
-        spread is luck (mnist_cnn, Adam, 50 steps: 1.4e-4 to 4.3e-3 over four), and a bound that is luck
-        fails or passes a program by the draw; the largest of a few is the spread float32 rounding of a
-        start can give, which a second program's rounding can as well. A sample that did not train leaves
-        the targets (the report says so)."""
+        spread is luck (mnist_cnn, AdamW, 50 steps: 2.3e-5 to 1.5e-2 over twelve, three of them crossing),
+        and a bound that is luck fails or passes a program by the draw; the largest of several is the spread
+        float32 rounding of a start can give, which a second program's rounding can as well. It is drawn
+        from disturbances of the start only, where a second program rounds differently at every step, and
+        can take a branch none of the samples takes (mnist_cnn with SGD: paddle from 4 of 13 starts, torch
+        on one thread from 1, torch from starts one ulp away from none of 12; docs/generated-program.md).
+        A sample that did not train leaves the targets (the report says so)."""
         loss, weight = self.loss_tolerance, self.weight_tolerance
         floor = self.floor
         if floor is not None and floor.status == "ok" and floor.loss_diff is not None and floor.weight_diff is not None:
@@ -264,8 +267,7 @@ def one_ulp_away(start: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarra
     as far from `start` as rounding puts a second program's first results. Not every weight up: after a
     ReLU a layer's inputs are all ≥ 0, so moving every weight the same way adds up over a unit's inputs
     (n ulps for n inputs, where signs at random give about √n: 96 times more for mnist_cnn's 9,216-input
-    linear layer), a disturbance larger than rounding gives, and it made mnist_cnn's floor 3.6e-2 where
-    the programs part by 2e-4."""
+    linear layer), a disturbance no second program's rounding makes."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, a in start.items():
