@@ -43,7 +43,7 @@ LOSS_TOLERANCE = 1e-4  # relative, at every step
 WEIGHT_TOLERANCE = 1e-3  # relative (‖difference‖ / ‖torch's‖, per array), after the last step
 RUN_TIMEOUT_S = 1800
 FLOOR = "torch-1ulp"  # the floor runs' name: sample k is f"{FLOOR}-{k}" (check_training(floor_samples=…))
-DEFAULT_FLOOR_SAMPLES = 3  # floor runs: each costs one more torch run (mnist_cnn: about 25 s on two idle cores)
+DEFAULT_FLOOR_SAMPLES = 3  # floor runs: each one more torch run (mnist_cnn: 6 s on two idle cores, 20 s at load 9)
 ONE_RANK = "torch-1-rank"  # with ranks > 1: torch on one process with the whole global batch
 RANKED_EPOCH_STEPS = 20  # with ranks > 1: an epoch of this many full global batches (see ranked_spec)
 FLOOR_FACTOR = 2.0  # with a floor: within twice torch's largest one-ulp spread is lockstep (see tolerances)
