@@ -26,7 +26,7 @@ pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 50  # the issue's
-# torch's runs from starts one ulp away: check-training's default 3 for the mlp (its spread stays below the targets);
+# torch's runs from starts one ulp away: check-training's default 3 for the mlp (its programs end 2e-6 from torch's);
 # 12 for mnist_cnn, whose runs cross a kink at steps 43-46 about one time in four (torch against torch: 3 of 12
 # starts), Keras's one in three (5 of 13): with 3 samples none crosses in 0.75³ = 42 % of machines and a program
 # that did would fail; 12 leave about 2 % (docs/generated-program.md, "Lockstep training").
