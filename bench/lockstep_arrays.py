@@ -5,7 +5,7 @@ zoo in lockstep"): where bench/lockstep_zoo.py names only the worst array, this 
     nice -n 19 .venv/bin/python bench/lockstep_arrays.py resnet18_cifar [--optimizer sgd] [--steps 1] [--every-array]
 
 The pipeline is set up as bench/lockstep_zoo.py sets it up (SMALLER, example data); torch trains a second time
-from start weights one float32 ulp away (the floor). ``--every-array`` adds a row per array and framework (an
+from starts one float32 ulp away (the floor samples, a row each). ``--every-array`` adds a row per array and framework (an
 attention's in_proj_bias as its query, key and value thirds, as check-training compares them).
 """
 
@@ -45,8 +45,8 @@ def main() -> int:
     print(report.text(), f"\n({notes})\n")
     reference = comparable(report.runs["torch"].weights)
     print("| framework | arrays | count | max rel. diff (array) | median |\n|---|---|---|---|---|")
-    for run in [report.runs["keras"], report.runs["paddle"], report.floor]:
-        if run is None or run.status != "ok":
+    for run in [report.runs["keras"], report.runs["paddle"], *report.floors]:
+        if run.status != "ok":
             continue
         weights = comparable(run.weights)
         diffs = {name: relative_diff(weights[name], value) for name, value in reference.items()}

@@ -2,7 +2,7 @@
 pipeline with SGD, Adam and AdamW, a row per pipeline, optimizer and framework.
 
     nice -n 19 .venv/bin/python bench/lockstep_zoo.py [--pipelines mlp mnist_cnn …] [--optimizers sgd adam adamw]
-        [--steps 50] [--floor] [--lr 0.01] [--out rows.json]
+        [--steps 50] [--floor [--floor-samples 3]] [--lr 0.01] [--out rows.json]
 
 Pipelines whose source is not a sklearn dataset train on FlowTrain's small example data (``core/example_data.py``,
 ``EXAMPLE_SAMPLES``) written to a temporary folder. The template's own optimizer keeps its settings; the others get
@@ -12,8 +12,9 @@ largest relative loss difference against torch over every step, the largest rela
 weight array (‖a − b‖ / ‖b‖, the array named), the steps and the wall time of generating and training the
 program (start-up included: most of it for the small pipelines), and the bound check-training holds it to
 (``LockstepReport.tolerances``: the targets, or with ``--floor`` twice the floor's differences where larger) with
-whether it is within. ``--floor`` adds torch trained from start weights one float32 ulp away (the run's own
-float32 floor).
+whether it is within. ``--floor`` adds torch trained from ``--floor-samples`` starts one float32 ulp away (each
+weight up or down, signs drawn from seeds 1 … N: ``core.lockstep.one_ulp_away``), a row each; the run's float32
+floor is the largest of them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from core import zoo  # noqa: E402
 from core.example_data import write_example_data  # noqa: E402
-from core.lockstep import FLOOR, check_training  # noqa: E402
+from core.lockstep import DEFAULT_FLOOR_SAMPLES, FLOOR, check_training  # noqa: E402
 from core.spec import PipelineSpec  # noqa: E402
 
 PIPELINES = ("mlp", "mnist_cnn", "lenet5", "resnet18_cifar", "lstm_text_classifier", "transformer_text_classifier")
@@ -85,7 +86,9 @@ def main() -> int:
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
     parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=OPTIMIZERS)
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--floor", action="store_true", help="also torch from start weights one float32 ulp away")
+    parser.add_argument("--floor", action="store_true", help="also torch from starts one float32 ulp away")
+    parser.add_argument("--floor-samples", type=int, default=DEFAULT_FLOOR_SAMPLES,
+                        help=f"with --floor: how many starts (default {DEFAULT_FLOOR_SAMPLES})")
     parser.add_argument("--out", type=Path, default=None, help="append the rows here (JSON lines)")
     parser.add_argument("--lr", type=float, default=None,
                         help="every optimizer's learning rate (default: the template's, or OTHER_OPTIMIZERS')")
@@ -97,9 +100,9 @@ def main() -> int:
         for name in args.pipelines:
             for optimizer in args.optimizers:
                 spec, notes = spec_for(name, optimizer, Path(tmp), lr=args.lr)
-                report = check_training(spec, steps=args.steps, floor=args.floor)
+                report = check_training(spec, steps=args.steps, floor=args.floor, floor_samples=args.floor_samples)
                 ok = ok and report.ok
-                runs = [*report.runs.values(), *([report.floor] if report.floor else [])]
+                runs = [*report.runs.values(), *report.floors]
                 bound = report.tolerances
                 for run in runs:
                     row = {"pipeline": name, "optimizer": optimizer, "framework": run.framework,
@@ -122,13 +125,14 @@ def within(loss_diff: float | None, weight_diff: float | None, bound: tuple[floa
 def markdown_row(row: dict[str, Any], detail: str) -> str:
     """The row of one run; "bound" is what check-training holds the programs to (the targets, or twice the floor
     run's differences where those are larger: LockstepReport.tolerances)."""
-    fw = "torch, 1 ulp away" if row["framework"] == FLOOR else row["framework"]
+    floor = row["framework"].startswith(FLOOR)
+    fw = f"torch, 1 ulp away ({row['framework'].removeprefix(FLOOR + '-')})" if floor else row["framework"]
     bound = f"{row['bound'][0]:.1e} / {row['bound'][1]:.1e}"
     if row["status"] != "ok":
         cells = [f"{row['status']}: {detail[:120]}", "", bound, "no"]
     elif row["framework"] == "torch":
         cells = ["reference", "", "", ""]
-    elif row["framework"] == FLOOR:
+    elif floor:
         cells = [f"{row['loss_diff']:.1e}", f"{row['weight_diff']:.1e} ({row['worst_weight']})", "(the floor)", ""]
     else:
         cells = [f"{row['loss_diff']:.1e}", f"{row['weight_diff']:.1e} ({row['worst_weight']})", bound,

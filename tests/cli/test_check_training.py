@@ -2,14 +2,13 @@
 
 The same canonical start weights, the same batches in the same order, no augmentation or dropout:
 the first step's loss is the same number in every framework, and the losses stay within 1e-4 and
-the weights within 1e-3 (relative) of torch's. The mlp holds that over the issue's 50 steps.
-mnist_cnn is checked over 30: its float32 rounding differences grow about tenfold every 12 steps
-(ReLU and max-pool kinks crossed differently; not a mismatch: paddle and Keras part from torch alike,
-and an optimizer rounding like torch's fused kernel bit for bit changes nothing), so after 50 steps
-Keras's and paddle's losses are 2.2e-4 and 1.9e-4 from torch's (weights 4.9e-4 and 5.0e-4, within
-1e-3), after 30 at most 3e-5 (docs/generated-program.md, "Lockstep training").
-Each case costs about a minute on two idle cores, nearly all of it the three programs' start-up;
-on two cores shared at a load average of about 25, mnist_cnn's took 1523 s and the two-rank case 489 s.
+the weights within 1e-3 (relative) of torch's, or within twice how far torch parts from itself from
+starts one float32 ulp away (--floor, the largest over its samples), both over the issue's 50 steps.
+mnist_cnn amplifies float32 rounding (ReLU and max-pool kinks crossed differently from step 20 on),
+so its bound is its floor's (docs/generated-program.md, "Lockstep training").
+The mlp's case (6 programs) costs about a minute on two idle cores, mnist_cnn's (15 programs) a few; both
+took 621 s at a load average of 7 to 11. On two cores shared at a load average of about 25, mnist_cnn's
+took 1523 s over 30 steps with one floor run, and the two-rank case 489 s.
 """
 
 from __future__ import annotations
@@ -26,31 +25,42 @@ from core import zoo
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parents[2]
-# the issue's 50 steps for the mlp; mnist_cnn over 30 (over 50 its losses part by 2e-4: the module's docstring)
-STEPS = {"mlp": 50, "mnist_cnn": 30}
+STEPS = 50  # the issue's
+# torch's runs from starts one ulp away: check-training's default 3 for the mlp (its programs end 2e-6 from torch's);
+# 12 for mnist_cnn, whose runs cross a kink at steps 43-46 about one time in four (torch against torch: 3 of 12
+# starts), Keras's one in three (5 of 13): with 3 samples none crosses in 0.75³ = 42 % of machines and a program
+# that did would fail; 12 leave about 2 % (docs/generated-program.md, "Lockstep training").
+FLOOR_SAMPLES = {"mlp": 3, "mnist_cnn": 12}
 
 
 @pytest.mark.parametrize("template", ["mlp", "mnist_cnn"])
 def test_the_three_programs_train_in_lockstep(template: str, tmp_path: Path) -> None:
-    steps = STEPS[template]
     spec = tmp_path / f"{template}.json"
     spec.write_text(zoo.template(template).model_dump_json(), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "flowtrain", "check-training", str(spec), "--steps", str(steps),
-                           "--floor", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run([sys.executable, "-m", "flowtrain", "check-training", str(spec), "--steps", str(STEPS),
+                           "--floor", "--floor-samples", str(FLOOR_SAMPLES[template]), "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=3600)
     report = json.loads(proc.stdout)
     runs = report["frameworks"]
-    # The bound is the issue's (1e-4 loss, 1e-3 weights) or twice torch's own spread from a start one float32
-    # ulp away, whichever is larger: on an AMD EPYC one rounding flips a ReLU at the mlp's step 27 and torch
-    # parts from itself by 1.8e-3, exactly as far as keras and paddle part from torch (core/lockstep.py).
-    floor = report["floor"]
-    assert floor["status"] == "ok", floor
+    print(json.dumps({"differences": {fw: [r["loss_diff"], r["weight_diff"]] for fw, r in runs.items()},
+                      "floor": [[s["loss_diff"], s["weight_diff"]] for s in report["floor_samples"]],
+                      "tolerances": report["tolerances"]}))  # shown with pytest -rP: what the bound was drawn from
+    # The bound is the issue's (1e-4 loss, 1e-3 weights) or twice torch's largest spread over its starts one
+    # float32 ulp away, whichever is larger: on an AMD EPYC one rounding flips a ReLU at the mlp's step 27 and
+    # torch parts from itself by 1.8e-3, exactly as far as keras and paddle part from torch; whether a run
+    # crosses such a kink is chaotic, so one sample is luck and the bound takes the largest (core/lockstep.py).
+    floor, samples = report["floor"], report["floor_samples"]
+    assert floor["status"] == "ok" and floor["samples"] == FLOOR_SAMPLES[template], floor
+    assert [s["status"] for s in samples] == ["ok"] * FLOOR_SAMPLES[template], samples
+    assert floor["loss_diff"] == max(s["loss_diff"] for s in samples), samples
+    assert floor["weight_diff"] == max(s["weight_diff"] for s in samples), samples
     loss_bound = max(1e-4, 2 * floor["loss_diff"])
     weight_bound = max(1e-3, 2 * floor["weight_diff"])
     assert report["tolerances"] == {"loss": loss_bound, "weight": weight_bound}, report["tolerances"]
     assert {fw: r["status"] for fw, r in runs.items()} == {"torch": "ok", "keras": "ok", "paddle": "ok"}, runs
     assert "augmentation and dropout are switched off" in report["note"]
     for framework, run in runs.items():
-        assert sorted(int(step) for step in run["losses"]) == list(range(1, steps + 1)), framework
+        assert sorted(int(step) for step in run["losses"]) == list(range(1, STEPS + 1)), framework
     first = {fw: r["losses"]["1"] for fw, r in runs.items()}
     assert max(first.values()) - min(first.values()) <= 1e-6 * first["torch"], f"not the same start: {first}"
     for framework in ("keras", "paddle"):

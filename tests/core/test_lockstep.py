@@ -10,14 +10,18 @@ from pathlib import Path
 
 import numpy as np
 
+import flowtrain
 from core import zoo
 from core.codegen import generate
 from core.lockstep import (
     RANKED_EPOCH_STEPS,
     FrameworkRun,
+    LockstepError,
     LockstepReport,
     check_spec,
+    check_training,
     compare,
+    one_ulp_away,
     ranked_spec,
     relative_diff,
 )
@@ -143,3 +147,87 @@ def test_an_attentions_key_bias_is_reported_apart_and_not_held_to_the_bound() ->
     compare(runs)
     assert keras.worst_weight == "att/in_proj_bias[value]" and abs(keras.weight_diff - 0.5 / 3) < 1e-12  # ‖0.5·ones(4)‖ / ‖3·ones(4)‖
     assert not LockstepReport("x", 1, runs).ok
+
+
+def floor_sample(k: int, loss_diff: float, weight_diff: float) -> FrameworkRun:
+    return FrameworkRun(f"torch-1ulp-{k}", "ok", loss_diff=loss_diff, weight_diff=weight_diff,
+                        worst_weight="fc/weight")
+
+
+def test_the_bound_is_twice_the_largest_floor_sample() -> None:
+    """check-training --floor: torch from three starts one ulp away parts from itself by 2e-5, 3e-4 and 4e-5 in
+    loss (weights 1e-4, 2e-4, 3e-3); a program 5e-4 from torch's loss is within twice the largest (6e-4),
+    though not within twice the first sample's; one 7e-4 away is not. The loss's and the weights' largest may
+    come from different samples."""
+    runs = {"torch": run("torch", {1: 2.0, 2: 1.0}, 1.0), "keras": run("keras", {1: 2.0, 2: 1.0005}, 1.0)}
+    compare(runs)
+    floors = [floor_sample(1, 2e-5, 1e-4), floor_sample(2, 3e-4, 2e-4), floor_sample(3, 4e-5, 3e-3)]
+    report = LockstepReport("x", 2, runs, floors=floors)
+    assert report.tolerances == (2 * 3e-4, 2 * 3e-3)
+    assert report.ok
+    assert not LockstepReport("x", 2, runs, floors=floors[:1]).ok  # one sample's luck: 5e-4 > 2 · 2e-5
+    floor = report.to_dict()["floor"]
+    assert (floor["status"], floor["loss_diff"], floor["weight_diff"], floor["samples"]) == ("ok", 3e-4, 3e-3, 3)
+    samples = report.to_dict()["floor_samples"]
+    assert [(s["name"], s["loss_diff"]) for s in samples] == [("torch-1ulp-1", 2e-5), ("torch-1ulp-2", 3e-4),
+                                                              ("torch-1ulp-3", 4e-5)]
+    assert "the largest over 3 sample(s): loss 3.00e-04, weights 3.00e-03" in report.text()
+    runs["keras"].losses[2] = 1.0007
+    compare(runs)
+    assert not report.ok
+
+
+def test_a_floor_sample_that_did_not_train_leaves_the_targets_and_says_so() -> None:
+    runs = {"torch": run("torch", {1: 2.0, 2: 1.0}, 1.0), "keras": run("keras", {1: 2.0, 2: 1.0005}, 1.0)}
+    compare(runs)
+    floors = [floor_sample(1, 3e-4, 1e-4), FrameworkRun("torch-1ulp-2", "failed", "train.py exited with 1")]
+    report = LockstepReport("x", 2, runs, floors=floors)
+    assert report.tolerances == (1e-4, 1e-3) and not report.ok  # 5e-4 over the loss target
+    assert report.to_dict()["floor"]["status"] == "failed"
+    text = report.text()
+    assert "torch-1ulp-2 (torch one ulp away): failed: train.py exited with 1" in text
+    assert "no floor: torch-1ulp-2: train.py exited with 1; the programs are held to the targets" in text
+
+
+def test_a_start_one_ulp_away_moves_every_float_weight_one_ulp_either_way() -> None:
+    rng = np.random.default_rng(5)
+    start = {"fc/weight": rng.standard_normal((30, 40)).astype(np.float32), "steps": np.arange(3)}
+    moved = {seed: one_ulp_away(start, seed) for seed in (1, 2)}
+    for weights in moved.values():
+        w, w0 = weights["fc/weight"], start["fc/weight"]
+        up, down = np.nextafter(w0, np.inf, dtype=np.float32), np.nextafter(w0, -np.inf, dtype=np.float32)
+        assert np.all((w == up) | (w == down))
+        assert 0.4 < np.mean(w == up) < 0.6  # both ways, about half each
+        assert np.array_equal(weights["steps"], start["steps"])
+    assert not np.array_equal(moved[1]["fc/weight"], moved[2]["fc/weight"])  # each seed a different start
+    assert np.array_equal(one_ulp_away(start, 1)["fc/weight"], moved[1]["fc/weight"])  # and the same again
+
+
+def test_arguments_that_give_no_check_are_problems_naming_the_option(capsys) -> None:
+    spec = zoo.template("mlp")
+    try:
+        check_training(spec, steps=0, frameworks=["keras"], floor=True, floor_samples=0)
+    except LockstepError as exc:
+        assert [p.location for p in exc.problems] == ["--steps", "--floor-samples", "--frameworks"]
+        assert "received 0; expected a whole number of at least 1" in str(exc)
+    else:
+        raise AssertionError("check_training trained with steps=0")
+    code = flowtrain.main(["check-training", "no-such-spec.json", "--floor-samples", "2", "--ranks", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "2 problem(s) with this check-training command" in err
+    assert "--floor-samples: samples of a floor that was not asked for" in err and "Fix: --floor --floor-samples 2" in err
+    assert "--ranks: no process to train on" in err
+
+
+def test_without_torchs_run_the_others_are_not_compared_and_the_report_says_so() -> None:
+    runs = {"torch": FrameworkRun("torch", "failed", "train.py exited with 1"), "keras": run("keras", {1: 2.0}, 1.0)}
+    floors = [run("torch-1ulp-1", {1: 2.0}, 1.0)]
+    compare({**runs, "torch-1ulp-1": floors[0]})
+    report = LockstepReport("x", 1, runs, floors=floors)
+    assert not report.ok and report.tolerances == (1e-4, 1e-3)
+    assert report.to_dict()["floor"]["status"] == "not compared"
+    text = report.text()
+    assert "torch: failed: train.py exited with 1" in text
+    assert "keras: trained, but torch's own run did not, so there is nothing to compare it with" in text
+    assert "no floor: torch-1ulp-1: trained, but torch's own run did not" in text
