@@ -101,6 +101,7 @@ def test_local_sweep_runs_every_point_at_most_k_at_once(home: Path, tmp_path: Pa
 @pytest.mark.slurm
 @pytest.mark.frameworks
 def test_slurm_sweep_is_one_job_array(home: Path, tmp_path: Path, slurm_cluster: DevCluster) -> None:
+    slurm_cluster.need("dbd")  # Slurm's accounting (sacct) says what became of the array's tasks
     env = cli_env(home, tmp_path, SLURM_CONF=slurm_cluster.slurm_conf)
     # 4 points, at most 3 at once: the throttle (%3) still holds one task back
     grid = {**GRID, "parameters": {"training.optimizer.lr": [0.0001, 0.1], "nodes.dropout1.p": [0.0, 0.5]},
@@ -126,6 +127,7 @@ def test_slurm_sweep_is_one_job_array(home: Path, tmp_path: Path, slurm_cluster:
 @pytest.mark.slurm
 @pytest.mark.frameworks
 def test_cancelling_a_sweep_cancels_the_whole_array(home: Path, tmp_path: Path, slurm_cluster: DevCluster) -> None:
+    slurm_cluster.need("dbd")  # Slurm's accounting (sacct) says the tasks were cancelled
     env = cli_env(home, tmp_path, SLURM_CONF=slurm_cluster.slurm_conf)
     spec = {**MLP, "training": {**MLP["training"], "epochs": 2000}}  # runs until cancelled
     out = flowtrain(env, "sweep", str(write(tmp_path, "spec.json", spec)), "--sweep",
