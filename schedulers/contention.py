@@ -6,8 +6,8 @@ average of 8 and a run started at 20 are two different machines. Each measuremen
 records the load it ran beside (:func:`during`: the mean count of runnable tasks while it ran, read at each of
 the calibration's polls, less itself; the 1-minute load average, ``os.getloadavg``, before and after it is kept
 too), the machine's CPUs and the program's threads (:class:`Contention`). The estimate reads the load now
-(:func:`here`: the runnable tasks, read the same way, not the lagging load average) and scales the compute terms (start-up, training steps,
-validation passes; not the writes) by :func:`load_factor`, the ratio of the slowdowns now and then:
+(:func:`here`: the runnable tasks, read the same way, not the lagging load average) and scales the compute
+terms (start-up, training steps, validation passes; not the writes) by :func:`load_factor`, the ratio of the slowdowns now and then:
 
     slowdown(load) = max(1, (LOAD_WEIGHT x load + threads) / cpus)
 
@@ -44,7 +44,7 @@ MODEL_FACTOR = 1.2  # a scaled term's uncertainty widens by this: the model's ro
 class Contention:
     """The CPU contention on the machine a job ran on (or a run would start on)."""
 
-    load: float  # other runnable tasks: beside the job, without it (:func:`during`); now, the load average (:func:`here`)
+    load: float  # other runnable tasks: beside the job, without it (:func:`during`); now, read by :func:`here`
     cpus: int  # the machine's CPUs (os.cpu_count)
     threads: int  # the program's compute threads (the generated programs use every CPU the job may run on)
     load_before: float | None = None  # the 1-minute load average: a job's, read before it was submitted

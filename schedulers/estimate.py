@@ -169,7 +169,7 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
     per_val = m.val_s / m.val_samples if m and m.val_s is not None and m.val_samples else None
     evaluated = n.val_passes * n.val_samples + n.test_samples
     per_train = step_s / max(spec.data.batch_size, 1)  # a training sample's share of a step
-    val = _first_once(_term(per_val, peers, lambda p: _eval_share(p) * per_train if _eval_share(p) else None,
+    val = _first_once(_term(per_val, peers, lambda p: None if (e := _eval_share(p)) is None else e * per_train,
                             per_train * EVAL_SHARE, evaluated),
                       m.val_first_s if m else None, m.val_s if m else None, evaluated > 0)
     params = analysis.total_params

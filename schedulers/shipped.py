@@ -3,8 +3,9 @@
 Without a single measurement the estimate once started from one rate for every framework (10 GMAC/s per CPU
 core) and five seconds of start-up, and the first graph came out ten times too short: a small graph's step is
 the framework's fixed cost, not its MACs, and TensorFlow's import alone takes half a minute on a loaded machine.
-These figures are each framework's own, **measured on the shared 2-core x86-64 development machine**
-(AVX-512, 24 GB, eight engineers' tests beside it, the programs at nice 19) by ``bench/estimates.py``: the
+These figures are each framework's own, **measured on the 2-core x86-64 development machine** (AVX-512, 24 GB,
+nothing else running, the programs at nice 19) by ``bench/estimates.py``, and stand for an idle machine (each
+record made idle by the load it ran under; the estimate scales them to the load now): the
 calibration jobs of the zoo's MLP, LeNet-5 and MNIST CNN (their launch, start-up, warm-up and step time),
 recorded in tests/schedulers/data/estimate_runs.json beside the runs that followed. :func:`derive` turns those
 records into :data:`SHIPPED`, and a test checks that it still does (and that figures derived from two of the
@@ -74,10 +75,10 @@ def derive(calibrations: Sequence[Mapping[str, Any]]) -> Defaults | None:
     each step being the MACs' and parameters'. Unbounded, the fit of torch's records (each graph's steps timed
     minutes apart under loads of 11-22, LeNet-5's 2.6x the MLP's with fewer MACs) put 327 ms of every step into the
     overhead, more than the MLP's whole step (314 ms); derived from two pipelines to estimate the third, the bound
-    also brings every MNIST CNN estimate nearer (torch 1.61x to 0.97x, keras 1.79x to 1.68x, paddle 4.15x to 2.91x;
-    tests/schedulers/test_estimates.py). A lower bound (half the cheapest step) was tried and is worse: with two
-    graphs it forces their difference into the MACs (paddle's MLP 8x over). The figures stay a loaded machine's
-    until re-derived from records taken on a quiet one."""
+    also brought every MNIST CNN estimate nearer on the loaded machine's records of 2026-12-01. A lower bound (half
+    the cheapest step) was tried and is worse: with two graphs it forces their difference into the MACs (paddle's
+    MLP 8x over). Each record's figures are made idle first (:func:`schedulers.contention.idle_share` of its
+    ``contention``; a record without one is taken as it is)."""
     def idle(c: Mapping[str, Any], name: str) -> float:  # as on an idle machine, where the record has its load
         return float(c[name]) * idle_share(Contention.from_dict(c.get("contention")))
 
