@@ -239,7 +239,8 @@ def whole_run_terms(doc: dict[str, Any], status: JobStatus, submitted: float, se
     the launch: the job's time from start to end less the program's own clock (the interpreter, the
     framework's import, the process's exit), where the scheduler says when the job started."""
     terms: dict[str, Any] = {name: _number(doc, name) for name in ("warmup_s", "val_first_s", "val_s",
-                                                                    "checkpoint_first_s", "checkpoint_s", "end_s")}
+                                                                    "checkpoint_first_s", "checkpoint_s", "end_s",
+                                                                    "epoch_s")}
     terms["val_samples"] = int(doc.get("val_samples") or 0)
     elapsed = _number(doc, "elapsed")
     began = status.started if status.started else submitted

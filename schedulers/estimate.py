@@ -7,7 +7,8 @@
   framework's import (``launch_s``: the calibration job's wall time less the program's own clock), the
   data's loading, indexing and normalisation pass and the model's build (``startup_s``), and the warm-up
   steps beyond their steady time (compilation, tracing: ``warmup_s``).
-- **training**: epochs x training samples / samples per second (:mod:`schedulers.speed`).
+- **training**: epochs x training samples / samples per second (:mod:`schedulers.speed`), and each epoch's start
+  beyond a step (its input pipeline started anew: ``epoch_s``; a completed run's steps hold it already).
 - **validation**: one pass over the validation split after every epoch, and the test split once; the first
   pass's excess over a steady one (keras traces its evaluation there) once, where the calibration timed both.
 - **checkpoints**: one write per epoch and per ``every_steps`` (as the program's loop writes them); the first
@@ -180,7 +181,10 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                              ckpt_default, n.checkpoints),
                        m.checkpoint_first_s if m else None, m.checkpoint_s if m else None, n.checkpoints > 0)
     end = _term(m.end_s if m else None, peers, lambda p: p.end_s, DEFAULT_END_S + ckpt_default)
-    train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9), speed.factor,
+    run_measured = m is not None and m.source != "calibration"  # a run's steps hold its epochs' starts
+    epoch = _term(0.0 if run_measured else m.epoch_s if m else None, peers, lambda p: share(p, p.epoch_s), 0.0,
+                  n.epochs)
+    train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9) + epoch[0], speed.factor,
              "measured" if speed.measured else "MACs model")
     startup = (launch[0] + start[0] + warm[0], max(launch[1], start[1], warm[1] if warm[0] else 1.0),
                "; ".join(f"{k} {v[2]}" for k, v in (("launch", launch), ("data and model", start),

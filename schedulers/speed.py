@@ -81,7 +81,7 @@ COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware"
 # The whole run's other terms (schedulers/estimate.py), kept as JSON in the ``terms`` column: one column,
 # so that a term added later needs no migration. None: not measured (the estimate models it and says so).
 TERMS = ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "params", "batch_size", "source",
-         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s", "contention")
+         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s", "contention", "epoch_s")
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,9 @@ class Measurement:
     # The CPU contention it was measured under (schedulers/contention.py); None: not recorded (a Slurm job's own
     # CPUs, or a row from before loads were recorded): its compute terms are not scaled by the load
     contention: Contention | None = None
+    # An epoch's start beyond a step (its input pipeline started anew: keras's dataset, a DataLoader's workers), paid
+    # every epoch; None: not timed (a completed run's steps hold its epochs' starts; a program before this figure)
+    epoch_s: float | None = None
 
     @property
     def macs_per_s(self) -> float:

@@ -134,7 +134,7 @@ def test_manifest_states_a_minimum_framework_version(program: tuple[str, str, Pr
     assert requirement.startswith(f"{package}>="), requirement
 
 
-FRAMEWORK_FREE = {"argparse", "hashlib", "json", "math", "os", "re", "signal", "socket", "struct", "sys", "time",
+FRAMEWORK_FREE = {"argparse", "ctypes", "hashlib", "json", "math", "os", "platform", "re", "signal", "socket", "struct", "sys", "time",
                   "dataclasses", "pathlib", "numpy", "__future__", "data", "runtime"}  # what runtime.py and loop.py may import
 
 

@@ -1,7 +1,8 @@
 """The generated program's ``--calibrate`` times what the selector's estimate of a whole run needs, the same way in
 every framework (templates/common/loop.py.j2, issue 26): a first and a steady validation pass (keras traces its
 evaluation in the first; a run's later passes are the second's) and a first and a steady checkpoint write (the
-first pays one-off costs), each timed apart, then the final model; and leaves nothing of them behind.
+first pays one-off costs), each timed apart, then the final model, and an epoch's start beyond a step (paid every
+epoch); and leaves nothing of them behind.
 Behaviour only: how long each took is bench/estimates.py's to measure."""
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def test_calibration_times_a_first_and_a_steady_validation_pass_and_checkpoint(t
     timed = {k: result.get(k) for k in ("val_first_s", "val_s", "checkpoint_first_s", "checkpoint_s", "end_s")}
     assert all(isinstance(v, float) and v > 0 for v in timed.values()), result
     assert result["val_samples"] == 30 and result["steps"] == 2
+    assert isinstance(result["epoch_s"], float) and result["epoch_s"] >= 0  # an epoch's start beyond a step
     assert not (tmp_path / "calibration-probe").exists()  # both checkpoints and the model were removed
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "result.json").exists()
     # what the calibration job makes of it: both figures of each, for the estimate (schedulers/estimate.py)
     terms = whole_run_terms(result, JobStatus("1", RunState.COMPLETED, started=100.0, ended=200.0), 100.0, 200.0)
     assert {k: terms[k] for k in timed} == timed and terms["val_samples"] == 30
+    assert terms["epoch_s"] == result["epoch_s"]

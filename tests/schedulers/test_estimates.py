@@ -82,6 +82,28 @@ def test_a_first_validation_pass_and_checkpoint_count_once_at_their_own_time(tmp
     assert (single["val_s"], single["checkpoint_s"]) == (pytest.approx(0.5 / 360 * 12 * 359), pytest.approx(1.3))
 
 
+def test_each_epoch_s_start_counts_in_the_training_time_once_a_calibration_timed_it(tmp_path: Path) -> None:
+    """An epoch's start beyond a step (its input pipeline started anew: keras's dataset, a DataLoader's workers)
+    is paid every epoch, which a calibration's few steps within one epoch never see: 12 epochs at 0.05 s add 0.6 s.
+    A completed run's speed holds its epochs' starts already: another graph's epoch start is not added to it."""
+    spec = mnist()
+    from schedulers.selector import select
+
+    def train_s(cache: SpeedCache, framework: str = "keras") -> float:
+        sel = select(spec, validate(spec), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
+                     require=framework)
+        return sel.candidates[0].estimate["train_s"]
+
+    timed = SpeedCache(tmp_path / "timed")
+    record(timed, spec, "keras", 1437.0, hardware=HW, epoch_s=0.05)
+    assert train_s(timed) == pytest.approx(12.0 + 12 * 0.05)
+    record(timed, spec, "torch", 1437.0, hardware=HW, epoch_s=None)  # a program from before the figure
+    assert train_s(timed, "torch") == pytest.approx(12.0)
+    from_a_run = SpeedCache(tmp_path / "run")
+    record(from_a_run, spec, "keras", 1437.0, hardware=HW, source="run r-1", epoch_s=None)
+    assert train_s(from_a_run) == pytest.approx(12.0)
+
+
 def test_a_range_reads_as_a_real_range_or_as_one_value(tmp_path: Path) -> None:
     """Ends that read the same are one value, never ``30–30 min``: a 20-second run behind a 30-minute wait is
     ``~30 min, give or take under a minute`` in the reasons (``select``, the run's page) and ``30 min`` in the

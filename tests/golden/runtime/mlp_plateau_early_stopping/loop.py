@@ -38,6 +38,7 @@ from runtime import (
     prune_checkpoints,
     record_share,
     record_weights,
+    subnormals_flushed,
     write_atomically,
 )
 
@@ -107,7 +108,8 @@ class Run:
             self.report.say(f"resumed from {path} (step {self.progress.step}, epoch {self.progress.epoch + 1})")
         trainer.start(state)
         self.timings["startup_s"] = time.perf_counter() - STARTED  # data, model, checkpoint: before the first step
-        plan, world, settings = self.plan, trainer.processes.world, trainer.settings()
+        plan, world = self.plan, trainer.processes.world
+        settings = {**trainer.settings(), "flush_subnormals": subnormals_flushed()}
         self.report.write(
             "start",
             self.progress.step,
@@ -250,7 +252,7 @@ class Run:
 
     def calibrate(self, steps: int) -> int:
         """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        then two validation passes, two checkpoints and the final model, each timed (written to calibration-probe/,
+        then two epoch starts (a step each), two validation passes, two checkpoints and the final model, each timed (written to calibration-probe/,
         then removed); rank 0 writes calibration.json. Nothing else: no records, checkpoints, model or result.json."""
         trainer, plan = self.trainer, self.plan
         trainer.start(None)
@@ -265,6 +267,8 @@ class Run:
             goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
             taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
             step, batch = step + taken, batch + taken
+            if step < CALIBRATION_WARMUP:  # as a run's records do: keras sets its steps per call from the speed
+                trainer.totals()  # it saw (Pace); timed at one step a call they took 1.2-1.35x as long
         samples, now = trainer.totals().samples, time.perf_counter()
         counted, started = marks[CALIBRATION_WARMUP]
         seconds = max(now - started, 1e-9)
@@ -282,7 +286,18 @@ class Run:
             "startup_s": round(marks[0][1] - STARTED, 3),
             "warmup_s": round(started - marks[0][1], 3),
             **trainer.settings(),
+            "flush_subnormals": subnormals_flushed(),
         }
+        # An epoch's start beyond a step (its input pipeline started anew: keras's dataset, a DataLoader's workers),
+        # the smaller of two: a run pays it every epoch (a 1000-epoch run of 23 steps an epoch, 1000 times)
+        starts = []
+        for _ in range(2):
+            epoch, clock = epoch + 1, time.perf_counter()
+            trainer.start_epoch(epoch, 0)
+            trainer.train(1)
+            trainer.totals()
+            starts.append(time.perf_counter() - clock)
+        result["epoch_s"] = max(min(starts) - seconds / steps, 0.0)
         probe = self.out / "calibration-probe"
         # Each twice: a run's first validation pass traces or compiles the evaluation (keras) and its first checkpoint
         # pays one-off costs; every later one is the second's. The estimate counts the first once, the second after.

@@ -9,10 +9,12 @@ and loads its tensors stays in train.py.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import math
 import os
+import platform
 import re
 import signal
 import socket
@@ -446,12 +448,58 @@ def parse_args(framework: str, epochs: int, argv: list[str] | None = None) -> ar
     return args
 
 
+class _FloatModes(ctypes.Structure):
+    """glibc's femode_t on x86-64: the x87 control word and the SSE control and status register (MXCSR)."""
+
+    _fields_ = [("control_word", ctypes.c_ushort), ("reserved", ctypes.c_ushort), ("mxcsr", ctypes.c_uint)]
+
+
+FTZ_DAZ = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+
+
+def _float_modes() -> tuple[object, _FloatModes] | None:
+    """glibc's libm and this thread's floating-point modes, where both are there (x86-64 Linux); else None."""
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        return None
+    try:
+        libm = ctypes.CDLL("libm.so.6")
+    except OSError:
+        return None
+    modes = _FloatModes()
+    if not hasattr(libm, "fegetmode") or libm.fegetmode(ctypes.byref(modes)) != 0:  # glibc >= 2.25
+        return None
+    return libm, modes
+
+
+def flush_subnormals() -> bool:
+    """Treat float results and inputs below the normal range (1.2e-38 in float32) as zero in this thread and
+    the threads it starts later, as TensorFlow does in its own threads; True where that was set. Why: x86
+    arithmetic on such numbers is about 100 times slower, and Adam's first moment of a weight whose gradient
+    stopped (a dead ReLU unit) decays into that range (0.9 per step): a 1000-epoch CPU run of the zoo's MLP
+    took 1.6 times its first epochs' step time, which the selector's estimate could not foresee
+    (docs/performance.md, "Subnormal floats"). Values that small change no result a float32 run can show."""
+    found = _float_modes()
+    if found is None:
+        return False
+    libm, modes = found
+    modes.mxcsr |= FTZ_DAZ
+    return libm.fesetmode(ctypes.byref(modes)) == 0 and subnormals_flushed()
+
+
+def subnormals_flushed() -> bool:
+    """Whether this thread treats subnormal floats as zero (what the "start" record and calibration report)."""
+    found = _float_modes()
+    return found is not None and found[1].mxcsr & FTZ_DAZ == FTZ_DAZ
+
+
 def run_program(main, exit_at_once: bool = False) -> None:
     """train.py as a program: exit with main()'s code; the error that ends it is recorded for the run
     registry (LastError), and bad data ends it with one line and exit code 2. `exit_at_once` (Keras): bad
     data leaves without the interpreter's shutdown, which waited on tf.data's loader threads caught inside
     a numpy_function reading the next batches: the run hung after its error line until it was killed (once
-    in a CI run, 600 s). Everything the run writes is flushed as it is written."""
+    in a CI run, 600 s). Everything the run writes is flushed as it is written. Subnormal floats are
+    flushed to zero before the framework starts its threads (flush_subnormals)."""
+    flush_subnormals()
     try:
         sys.exit(main())
     except (Exception, KeyboardInterrupt) as exc:
