@@ -44,3 +44,20 @@ def test_calibration_times_a_first_and_a_steady_validation_pass_and_checkpoint(t
     terms = whole_run_terms(result, JobStatus("1", RunState.COMPLETED, started=100.0, ended=200.0), 100.0, 200.0)
     assert {k: terms[k] for k in timed} == timed and terms["val_samples"] == 30
     assert terms["epoch_s"] == result["epoch_s"]
+
+
+def test_epoch_starts_among_the_timed_steps_are_taken_out_of_the_steps_time(tmp_path: Path) -> None:
+    """A calibration of a small epoch's graph times steps across epoch starts (400 steps of a 23-step epoch cross 17):
+    were the starts left in the steps' time, the estimate would count them again with its per-epoch term. 10 steps in
+    1.4 s with 2 starts, a start and its step alone 0.3 s: steps of 0.1 s and starts of 0.2 s beyond a step."""
+    generate(spec_with_data({"source": "sklearn:iris", "batch_size": 16}), "torch").write(tmp_path)
+    cases = [(1.0, 10, 0, 0.3), (1.4, 10, 2, 0.3), (1.0, 10, 6, 0.5), (0.5, 10, 2, 0.9)]
+    code = f"import json, runtime; print(json.dumps([runtime.epoch_split(*a) for a in {cases!r}]))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=ENV, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    split = json.loads(proc.stdout)
+    assert split[0] == pytest.approx([0.1, 0.2])  # no start among the steps
+    assert split[1] == pytest.approx([0.1, 0.2])  # 10 x 0.1 + 2 x 0.2 = 1.4
+    assert split[2] == pytest.approx([0.1, 0.0])  # epochs of one or two steps: the steps hold their starts
+    assert split[3] == pytest.approx([0.05, 0.0])  # a start timed longer than the steps allow: not counted apart

@@ -32,6 +32,7 @@ from runtime import (
     Report,
     Totals,
     epoch_batches,
+    epoch_split,
     newest_checkpoint,
     prune_checkpoints,
     record_share,
@@ -236,17 +237,18 @@ class Run:
 
     def calibrate(self, steps: int) -> int:
         """--calibrate: CALIBRATION_WARMUP optimizer steps, then `steps` timed ones (epochs wrap without evaluation);
-        then two epoch starts (a step each), two validation passes, two checkpoints and the final model, each timed (written to calibration-probe/,
-        then removed); rank 0 writes calibration.json. Nothing else: no records, checkpoints, model or result.json."""
+        then two epoch starts (a step each), two validation passes, two checkpoints and the final model, each timed
+        (written to calibration-probe/, then removed); rank 0 writes calibration.json. Nothing else: no records,
+        checkpoints, model or result.json."""
         trainer, plan = self.trainer, self.plan
         trainer.start(None)
-        epoch, batch, step, marks = 0, 0, 0, {}
+        epoch, batch, step, marks, crossed = 0, 0, 0, {}, 0  # crossed: epoch starts among the timed steps
         trainer.start_epoch(epoch, batch)
         while step < CALIBRATION_WARMUP + steps:
             if step in (0, CALIBRATION_WARMUP) and step not in marks:
                 marks[step] = (trainer.totals().samples, time.perf_counter())  # totals() waits for the device
             if batch == plan.steps_per_epoch:
-                epoch, batch = epoch + 1, 0
+                epoch, batch, crossed = epoch + 1, 0, crossed + (step >= CALIBRATION_WARMUP)
                 trainer.start_epoch(epoch, batch)
             goal = CALIBRATION_WARMUP if step < CALIBRATION_WARMUP else CALIBRATION_WARMUP + steps
             taken = trainer.train(min(goal - step, plan.steps_per_epoch - batch))
@@ -256,13 +258,25 @@ class Run:
         samples, now = trainer.totals().samples, time.perf_counter()
         counted, started = marks[CALIBRATION_WARMUP]
         seconds = max(now - started, 1e-9)
+        # An epoch's start with its first step (the input pipeline started anew: keras's dataset, a DataLoader's
+        # workers), the smaller of two: a run pays the start every epoch (a 1000-epoch run of 23 steps, 1000 times)
+        starts = []
+        for _ in range(2):
+            epoch, clock = epoch + 1, time.perf_counter()
+            trainer.start_epoch(epoch, 0)
+            trainer.train(1)
+            trainer.totals()
+            starts.append(time.perf_counter() - clock)
+        step_s, epoch_s = epoch_split(seconds, steps, crossed, min(starts))
         result = {
             "framework": trainer.framework,
             "steps": steps,
             "warmup_steps": CALIBRATION_WARMUP,
             "seconds": round(seconds, 6),
-            "step_s": seconds / steps,
-            "samples_per_s": (samples - counted) / seconds,
+            "step_s": step_s,
+            "epoch_s": epoch_s,
+            "epoch_starts_timed": crossed,
+            "samples_per_s": (samples - counted) / max(step_s * steps, 1e-9),
             "batch_size": BATCH_SIZE,
             "world_size": trainer.processes.world,
             "steps_per_epoch": plan.steps_per_epoch,
@@ -272,16 +286,6 @@ class Run:
             **trainer.settings(),
             "flush_subnormals": subnormals_flushed(),
         }
-        # An epoch's start beyond a step (its input pipeline started anew: keras's dataset, a DataLoader's workers),
-        # the smaller of two: a run pays it every epoch (a 1000-epoch run of 23 steps an epoch, 1000 times)
-        starts = []
-        for _ in range(2):
-            epoch, clock = epoch + 1, time.perf_counter()
-            trainer.start_epoch(epoch, 0)
-            trainer.train(1)
-            trainer.totals()
-            starts.append(time.perf_counter() - clock)
-        result["epoch_s"] = max(min(starts) - seconds / steps, 0.0)
         probe = self.out / "calibration-probe"
         # Each twice: a run's first validation pass traces or compiles the evaluation (keras) and its first checkpoint
         # pays one-off costs; every later one is the second's. The estimate counts the first once, the second after.

@@ -262,6 +262,17 @@ def eval_batches(n: int, processes: Processes) -> list[np.ndarray]:
 # CHECKPOINT_FILES (`files` below), written in that order; the last one marks it complete.
 
 
+def epoch_split(seconds: float, steps: int, crossed: int, start_and_step: float) -> tuple[float, float]:
+    """--calibrate's (step time, an epoch's start beyond a step) from `steps` timed steps that took `seconds` with
+    `crossed` epoch starts among them, and one epoch start with its first step timed alone (`start_and_step`):
+    seconds = steps x step + crossed x start. Epochs of one or two steps, or a start timed longer than the steps
+    allow (a busy machine): the steps' time holds the starts, as a run's steps would, and none is counted apart."""
+    step = (seconds - crossed * start_and_step) / (steps - crossed) if steps > 2 * crossed else 0.0
+    if step <= 0:
+        return seconds / steps, 0.0
+    return step, max(start_and_step - step, 0.0)
+
+
 def write_atomically(path: Path, save) -> None:
     """Write through a temporary file and rename it: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
