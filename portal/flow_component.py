@@ -10,12 +10,31 @@ the answer replaced it, nothing was selected and no page run followed (a CI fail
 
 The script wraps the component's one way out (``window.parent.postMessage``, which the component library calls for
 every value): each value leaves carrying ``lastSelected``, the last node the user clicked and the moment of that
-click (``{"id", "ts"}``), so an answer that replaces the click in a batch still delivers it. Python applies a click
-once, by its moment (:func:`portal.canvas_merge.apply_canvas_value`). Nothing else of the component changes: its
-JavaScript bundle is the installed one, byte for byte.
+click (``{"id", "ts"}``), so an answer that replaces the click in a batch still delivers it. Each value also leaves
+with only what Python reads of its nodes and edges (ids, positions, ``data.content`` and ``data.ft_sent``, the edges'
+ends and labels): Streamlit sends a widget's last value with every later script run's request, and the component's
+nodes carry their parameters, styles and React Flow's measurements (the bench graph's 500 nodes: about 356 KB,
+122 KB trimmed). Python applies a click once, by its moment (:func:`portal.canvas_merge.apply_canvas_value`).
 
-The build is copied once per component version and script into ``~/.cache/flowtrain/`` (``XDG_CACHE_HOME``), the
-folder Streamlit then serves the component from.
+Edit latency (docs/performance.md, "Issue 21, edit latency: third pass"): the component as built answers every state
+Python sends twice, unasked, each answer the whole graph and a script run (once when it takes the state, once after
+ELK's layout, which it runs on every state and which for the portal's "fixed" layout moves nothing), and each state
+replaces every node object, so React Flow draws every node again (twice: as sent, and as ELK returned them). Two of
+its effects are therefore replaced (:data:`BUNDLE_PATCHES`, each found exactly once in the installed bundle, or the
+portal says which version to install):
+
+- taking a state: the nodes and edges that did not change stay the same objects (``__ftKeep`` in
+  :data:`CLICK_SCRIPT`; only ``data.ft_sent``, the state's timestamp, is brought up to date on them), the state's
+  timestamp becomes the component's last update (so the same state, handed again by every script run, is taken
+  once), and nothing is sent back; a state sent with ``fitView`` has the view fitted once its nodes are measured
+  (a palette add: the new node is in sight without a remount);
+- after the mount or such a state: no ELK run (positions are Python's), only the view fitted when asked.
+
+What the user does (a drag, a connection, a click) is sent as before. The patched bundle is served under a name of
+its own (``main.<hash>.ft<digest>.js``): a browser that cached the installed one cannot run it instead.
+
+The build is copied once per component version, script and patch into ``~/.cache/flowtrain/`` (``XDG_CACHE_HOME``),
+the folder Streamlit then serves the component from.
 """
 
 from __future__ import annotations
@@ -68,7 +87,12 @@ CLICK_SCRIPT = """<script>/* FlowTrain, portal/flow_component.py: every value ca
       if (typeof sel === "string" && !(value.edges || []).some(e => e && e.id === sel)) {
         last = {id: sel, ts: value.timestamp};
       }
-      message = {...message, value: {...value, lastSelected: last}};
+      // only what Python reads (portal/canvas_merge.py): the value travels with every later script run's request
+      const nodes = (value.nodes || []).map(n => n && typeof n === "object" ? {id: n.id, position: n.position,
+        data: n.data ? {content: n.data.content, ft_sent: n.data.ft_sent} : n.data} : n);
+      const edges = (value.edges || []).map(e => e && typeof e === "object"
+        ? {id: e.id, source: e.source, target: e.target, ...(e.label ? {label: e.label} : {})} : e);
+      message = {...message, value: {...value, nodes, edges, lastSelected: last}};
     }
     page.postMessage(message, target);
   }};
