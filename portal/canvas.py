@@ -4,11 +4,13 @@ and a real network stays readable.
 See ``docs/streamlit-flow.md``: a Python-side change is sent to the same component with a timestamp
 newer than its last update (the user's zoom and pan stay; a node added from the palette is sent with
 the view fitted to the graph, so the new node is in sight: the component cannot be told to pan to one);
-a node added from the palette and a new graph (template, import, undo, auto-layout) remount it under a new key with its view fitted. A
+a new graph (template, import, undo, auto-layout) remounts it under a new key with its view fitted. A
 value read back under the current key is applied once, as changes to the state it started from (each
 node is sent tagged with its state's timestamp). :func:`read_event` runs at the top of the page (before
-anything is drawn from the document) and :func:`fragment` where the canvas belongs: the component's
-answers rerun only the canvas (docs/performance.md has the latencies).
+anything is drawn from the document) and :func:`fragment` where the canvas belongs: what the component
+sends (a drag, a connection, a click) reruns only the canvas unless the rest of the page must change. The
+component as served (portal/flow_component.py) no longer answers the states Python sends
+(docs/performance.md has the latencies).
 
 Readable at any size: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``);
 a graph is laid out so that it fits the canvas at a readable zoom where it can (a long one wrapped

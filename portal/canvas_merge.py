@@ -177,10 +177,15 @@ def _base_of(ed: Editor, raw_nodes: list[dict[str, Any]], wanted: list[tuple[str
     """The state a value from the browser starts from, and whether it is older than the last one sent.
 
     Its nodes carry :data:`SENT_KEY`, the timestamp of the state the component took last. A value without
-    it (an empty graph; a value made up by a test) is compared with Python's graph as it is now, so it
-    says everything the browser shows; one from a state no longer kept changes nothing."""
+    nodes starts from the last empty graph sent, if one is kept (a palette add goes to the same component: a
+    late value from the empty canvas before it must not drop the new node). Another value without it (a value
+    made up by a test) is compared with Python's graph as it is now, so it says everything the browser shows;
+    one from a state no longer kept changes nothing."""
     tags = {(n.get("data") or {}).get(SENT_KEY) for n in raw_nodes} - {None}
     tag = max((t for t in tags if isinstance(t, int)), default=None)
+    empty = [ts for ts, sent in ed._sent_states.items() if not sent.nodes]
+    if tag is None and not raw_nodes and empty:
+        return ed._sent_states[max(empty)], max(empty) != max(ed._sent_states)
     if tag is None:
         return SentState(frozenset(n["id"] for n in ed.nodes),
                          frozenset((e["source"], e["target"]) for e in ed.edges), {}), False

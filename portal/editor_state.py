@@ -11,9 +11,9 @@ Canvas synchronisation (``docs/streamlit-flow.md``): the component takes Python'
 timestamp is not older than the component's own last update. Every time what the canvas must show
 changes because of Python (an added node, a new parameter, a refused edge, new inferred shapes),
 :attr:`Editor.canvas_ts` becomes newer than anything the browser sent (:meth:`Editor._resend`): the
-same component takes the new nodes and keeps the user's zoom and pan. A new document (template,
-import, undo), an auto-layout or a node added from the palette instead *remounts* the component
-under a new key (``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the graph. A value read back
+same component takes the new nodes and keeps the user's zoom and pan (a node added from the palette is
+sent with the view fitted to the graph). A new document (template, import, undo) or an auto-layout
+instead *remounts* the component under a new key (``canvas-{version}``, :meth:`Editor._remount`) and fits the view to the graph. A value read back
 under the current key is applied once (by its timestamp).
 
 A value may start from an older state than the one Python sent last; how it is merged without undoing
@@ -299,13 +299,14 @@ class Editor(BlockEdits):
         if block is not None and len(block["inputs"]) > 1:
             self.nodes[-1]["data"][PORT_ORDER_KEY] = []
         self.selected = node_id
-        # Remounted with its view fitted, so the new node is in sight. Sent to the same component with a fitted
-        # view instead (no 2.8 MB bundle parsed again), the browser test of drawing a conv net missed the new
-        # node in about one run of two (docs/streamlit-flow.md): the component's answer to the state before
-        # the add, read after it, dropped it. Values are now applied against the state they start from
-        # (apply_canvas_value), so the remount could go: branch lat21-canvas-patch does so, not merged here.
-        self._changed(canvas=False)
-        self._remount()
+        # Sent to the same component with its view fitted (once the new node is measured: portal/flow_component.py),
+        # so the new node is in sight, not remounted (a new iframe: the 2.8 MB bundle parsed and every node drawn
+        # again, 0.6 s of a 1 s palette add at 100 nodes on an idle machine; docs/performance.md). The remount had
+        # stayed because the component's answer to the state before the add, read after it, dropped the new node;
+        # values are now applied against the state they start from (portal/canvas_merge.py), and the served
+        # component no longer answers Python's states at all.
+        self._changed()
+        self.canvas_fit = True
         return node_id
 
     def delete_node(self, node_id: str) -> None:
