@@ -87,9 +87,11 @@ def optimizer_for(params):
     return getattr(optim, name)(1e-3, beta1=0.9, beta2=0.999, epsilon=1e-8, parameters=params, weight_decay=decay)
 
 
-def move(tensor):
-    """The tensor's values into new memory, its old buffer let go (as a set_value that allocates anew)."""
+def move(tensor, keep):
+    """The tensor's values into new memory (as a set_value that allocates anew); the old memory is kept alive in
+    `keep`, so that the new memory cannot be at the old address."""
     values, dense = tensor.numpy(), tensor.get_tensor()
+    keep.append(np.from_dlpack(tensor.detach()))
     dense._clear()
     dense.set(values, paddle.CPUPlace())
 
@@ -110,8 +112,9 @@ def train(steps, params=None, state=None, move_at=None):
             if i == move_at:
                 moved = params + [t for accumulator in optimizer._accumulators.values() for t in accumulator.values()]
                 addresses = [t.data_ptr() for t in moved]
+                old = []
                 for t in moved:
-                    move(t)
+                    move(t, old)
                 assert all(t.data_ptr() != a for t, a in zip(moved, addresses))
             paddle.add_n([(p * paddle.to_tensor(x)).sum() for p, x in zip(params, g)]).backward()
             optimizer.step()
@@ -155,7 +158,7 @@ def test_paddle_adam_on_the_cpu_takes_the_bits_of_paddles_operations(optimizer: 
     state after 12 steps are bit for bit those of the same update as paddle operations (what a GPU runs), and
     a run resumed from the state after 5 steps, its step counts included, ends bit for bit where the
     uninterrupted run ends, and so does a run whose weights and optimizer state move to new memory after 5
-    steps (the update keeps numpy views of that memory between steps: it must follow the move)."""
+    steps (an update that kept its views of that memory between steps would miss the move)."""
     doc = zoo.template("mlp").model_dump(mode="json")
     doc["training"]["optimizer"] = {**doc["training"]["optimizer"], "name": optimizer, "weight_decay": 0.01}
     generate(PipelineSpec.model_validate(doc), "paddle").write(tmp_path)

@@ -41,7 +41,6 @@ class TorchAdamW(paddle.optimizer.AdamW):
         super().__init__(*args, **kwargs)
         self._steps: dict[str, int] = {}  # parameter name → the steps it took (its STEP accumulator's value)
         self._scratch: Scratch | None = None  # the host update's buffers, made by its first step
-        self._views: dict[str, Views] = {}  # parameter name → its and its moments' memory, for the host update
 
     def _create_accumulators(self, block, parameters):
         super()._create_accumulators(block, parameters)
@@ -77,10 +76,7 @@ class TorchAdamW(paddle.optimizer.AdamW):
             )
             if self._scratch is None:
                 self._scratch = Scratch()
-            views = self._views.get(param.name)
-            if views is None or not views.fits(param, m, v):
-                views = self._views[param.name] = Views(param, m, v)
-            update_on_host(views, host(grad), [np.float32(f) for f in factors], self._scratch)
+            update_on_host(param, grad, m, v, [np.float32(f) for f in factors], self._scratch)
             return
         param.multiply_(paddle.full([], 1 - lr * self._weight_decay, param.dtype))
         m.add_((grad - m) * (1 - beta1))
@@ -98,26 +94,11 @@ def host(tensor: paddle.Tensor) -> np.ndarray:
     return np.from_dlpack(tensor.detach()).reshape(-1)
 
 
-class Views:
-    """A parameter's weights and moments as numpy arrays on their memory, and its second moment's CHUNK pieces
-    as paddle tensors on the same memory (paddle's square root reads them there): made once, where making them
-    each step cost a tenth of the mlp's update. A tensor whose memory moved (set_value may allocate anew) is
-    viewed afresh: `fits` compares the addresses, and as these views hold the memory they view, an address seen
-    again is the same memory."""
-
-    def __init__(self, param: paddle.Tensor, m: paddle.Tensor, v: paddle.Tensor) -> None:
-        self.addresses = (param.data_ptr(), m.data_ptr(), v.data_ptr())
-        self.p, self.m, self.v = host(param), host(m), host(v)
-        self.v_pieces = [paddle.from_dlpack(self.v[start : start + CHUNK]) for start in range(0, self.v.size, CHUNK)]
-
-    def fits(self, param: paddle.Tensor, m: paddle.Tensor, v: paddle.Tensor) -> bool:
-        return self.addresses == (param.data_ptr(), m.data_ptr(), v.data_ptr())
-
-
 class Scratch:
     """The host update's intermediate results: three float32 buffers of CHUNK weights in host memory (paddle's,
     aligned as the tensors it allocates), and for each piece length the buffers' beginnings as numpy arrays and
-    the two that paddle's kernels write as paddle tensors on the same memory."""
+    the two that paddle's kernels write as paddle tensors on the same memory (paddle.utils.dlpack's from_dlpack
+    of a capsule, as in every paddle 3: paddle.sqrt's out=, newer, would spare the copy of v)."""
 
     def __init__(self) -> None:
         self.buffers = [paddle.to_tensor(np.zeros(CHUNK, np.float32), place=paddle.CPUPlace()) for _ in range(3)]
@@ -128,19 +109,26 @@ class Scratch:
         views = self.pieces.get(size)
         if views is None:
             a, d, s = (host(b)[:size] for b in self.buffers)
-            views = self.pieces[size] = (a, d, s, paddle.from_dlpack(d), paddle.from_dlpack(s))
+            shared = [paddle.utils.dlpack.from_dlpack(x.__dlpack__()) for x in (d, s)]
+            views = self.pieces[size] = (a, d, s, *shared)
         return views
 
 
-def update_on_host(views: Views, g: np.ndarray, factors: list[np.float32], scratch: Scratch) -> None:
-    """TorchAdamW's paddle operations (the last lines of _append_optimize_op) on float32 tensors in host memory
-    (`views`; `g` the gradient's), bit for bit, CHUNK weights at a time: those that paddle rounds as IEEE
-    prescribes (+, −, ×, ÷ by a number, each number rounded to float32 first, as `factors` are) in numpy, in
-    place; the square root and the division of two tensors with paddle's kernels (they approximate them, up to
-    3 and 1 ulp off), into `scratch`."""
+def update_on_host(
+    param: paddle.Tensor,
+    grad: paddle.Tensor,
+    m: paddle.Tensor,
+    v: paddle.Tensor,
+    factors: list[np.float32],
+    scratch: Scratch,
+) -> None:
+    """TorchAdamW's paddle operations (the last lines of _append_optimize_op) on float32 tensors in host memory,
+    bit for bit, CHUNK weights at a time: those that paddle rounds as IEEE prescribes (+, −, ×, ÷ by a number,
+    each number rounded to float32 first, as `factors` are) in numpy, in place; the square root and the division
+    of two tensors with paddle's kernels (they approximate them, up to 3 and 1 ulp off), in place in `scratch`."""
     decay, mix1, beta2, mix2, root_correction, eps, step_size = factors
-    p, m_, v_ = views.p, views.m, views.v
-    for start, v_piece in zip(range(0, p.size, CHUNK), views.v_pieces):
+    p, g, m_, v_ = host(param), host(grad), host(m), host(v)
+    for start in range(0, p.size, CHUNK):
         end = start + CHUNK
         P, G, M, V = p[start:end], g[start:end], m_[start:end], v_[start:end]
         a, d, s, root, step = scratch.piece(P.size)
@@ -152,7 +140,8 @@ def update_on_host(views: Views, g: np.ndarray, factors: list[np.float32], scrat
         np.multiply(a, G, out=a)
         np.multiply(V, beta2, out=V)
         np.add(V, a, out=V)  # v ← β2·v + (1 − β2)·g·g
-        paddle.sqrt(v_piece, out=root)  # d ← √v (paddle's kernel)
+        np.copyto(d, V)
+        root.sqrt_()  # d ← √v (paddle's kernel)
         np.divide(d, root_correction, out=d)
         np.add(d, eps, out=d)  # d ← √v / √(1 − β2ᵗ) + eps
         np.multiply(M, step_size, out=s)
