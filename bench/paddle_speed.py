@@ -1,6 +1,7 @@
 """Generated vs hand-written expert PaddlePaddle training throughput on this machine's CPU.
 
     .venv/bin/python bench/paddle_speed.py [--reps 3] [--models mnist_cnn,mlp,resnet18_cifar,unet_small] [--onednn]
+                                           [--baseline /work/main]
 
 For each model, the program ``flowtrain generate --framework paddle`` writes (run as
 ``train.py --max-steps N``) and the expert reference in ``bench/reference/paddle_<model>.py`` train
@@ -21,6 +22,10 @@ unet_small is the zoo's U-Net at 16 base channels instead of 64 (as in torch_spe
 of the MACs) on 256 synthetic images 3×64×64 with masks of 4 classes, its horizontal flip kept (the
 reference flips each image and its mask alike, bench/reference/paddle_unet.py).
 The reference loads the generated data.py's training split, so both see identical arrays.
+
+``--baseline TREE`` (another checkout of this repository, e.g. main's) adds that tree's generated program,
+made by its own code generator and bench settings, to the alternation (A B C A B C …, each run as the
+generated one is): its row gives before and after against the same reference runs, at the same load.
 
 The reference follows performance.md's tuned recipe (threads from the CPU count, in-memory
 batches, ``paddle.jit.to_static``). ``--onednn`` adds FLAGS_use_mkldnn to the reference only (the
@@ -107,6 +112,25 @@ def bench_spec(case: Case, work: Path) -> Any:
     return spec_from_dict(doc)
 
 
+BASELINE_PROGRAM = """
+import sys
+from pathlib import Path
+tree, model, work = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+sys.path[:0] = [tree, tree + "/bench"]
+import paddle_speed
+from core.codegen import generate
+generate(paddle_speed.bench_spec(paddle_speed.CASES[model], work), "paddle").write(work / "program")
+"""
+
+
+def baseline_program(tree: Path, case: Case, work: Path) -> Path:
+    """`tree`'s generated program for the case (its code generator and bench_spec, in a process of its own)."""
+    work.mkdir()
+    run_child([sys.executable, "-c", BASELINE_PROGRAM, str(tree.resolve()), case.model, str(work)], work, ENV,
+              f"generating {tree}'s {case.model} program")
+    return work / "program"
+
+
 def export_training_split(program: Path, work: Path, target: Path) -> None:
     """The generated data.py's training split as an npz for the reference (numpy only)."""
     module_spec = importlib.util.spec_from_file_location("bench_generated_data", program / "data.py")
@@ -183,7 +207,10 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3, help="alternating runs of each program (default 3)")
     parser.add_argument("--models", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
     parser.add_argument("--onednn", action="store_true", help="FLAGS_use_mkldnn in the reference")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose generated programs run alongside")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "bench" / "paddle_speed.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no bench/paddle_speed.py in it)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="flowtrain-paddle-bench-") as tmp:
         for name in args.models.split(","):
@@ -194,26 +221,32 @@ def main() -> int:
             generate(bench_spec(case, work), "paddle").write(program)
             data = work / "train.npz"
             export_training_split(program, work, data)
-            generated, reference = [], []
+            programs = {"generated": (program, work)}
+            if args.baseline is not None:
+                programs["baseline"] = (baseline_program(args.baseline, case, work / "baseline"), work / "baseline")
+            runs: dict[str, list[tuple[float, float, float]]] = {key: [] for key in [*programs, "reference"]}
             for rep in range(args.reps):
-                generated.append((*run_generated(program, case, work, rep), cpu_generated(program, case, work)))
-                reference.append((*run_reference(case, data, args.onednn), cpu_reference(case, data, args.onednn)))
-                print(f"  {name} run {rep + 1}: generated all {generated[-1][0]:.1f} best {generated[-1][1]:.1f} "
-                      f"cpu {generated[-1][2]:.1f}, reference all {reference[-1][0]:.1f} best {reference[-1][1]:.1f} "
-                      f"cpu {reference[-1][2]:.1f}", flush=True)
-            rows.append((name, case.batch, [statistics.median(v) for v in zip(*generated)],
-                         [statistics.median(v) for v in zip(*reference)]))
+                for key, (folder, scratch) in programs.items():
+                    runs[key].append((*run_generated(folder, case, scratch, rep), cpu_generated(folder, case, scratch)))
+                runs["reference"].append((*run_reference(case, data, args.onednn), cpu_reference(case, data, args.onednn)))
+                print(f"  {name} run {rep + 1}: " + ", ".join(f"{key} all {r[-1][0]:.1f} best {r[-1][1]:.1f} cpu "
+                                                             f"{r[-1][2]:.1f}" for key, r in runs.items()), flush=True)
+            medians = {key: [statistics.median(v) for v in zip(*r)] for key, r in runs.items()}
+            for key in programs:
+                rows.append((name if key == "generated" else f"{name} ({key})", case.batch, medians[key],
+                             medians["reference"]))
     print()
     print(f"PaddlePaddle on CPU ({len(os.sched_getaffinity(0))} cores, load average "
           f"{os.getloadavg()[0]:.1f}), medians of {args.reps} alternating runs"
           f"{', reference with oneDNN' if args.onednn else ''}; samples/s")
     header = "".join(f"{'gen ' + k:>10}{'ref ' + k:>10}{'ratio':>7}" for k in ("all", "best", "cpu"))
-    print(f"{'model':<16}{'batch':>6}{header}")
+    print(f"{'model':<24}{'batch':>6}{header}")
     for name, batch, gen, ref in rows:
         cells = "".join(f"{g:>10.1f}{r:>10.1f}{g / r:>7.3f}" for g, r in zip(gen, ref))
-        print(f"{name:<16}{batch:>6}{cells}")
+        print(f"{name:<24}{batch:>6}{cells}")
     print("all/best: samples/s (wall clock, all threads); cpu: samples per CPU-second with one thread;")
-    print("ratio = generated / reference; target >= 0.97")
+    print("ratio = generated / reference; target >= 0.97" + ("; (baseline): --baseline's program, same reference runs"
+                                                              if args.baseline is not None else ""))
     return 0
 
 

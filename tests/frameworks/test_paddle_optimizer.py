@@ -87,9 +87,19 @@ def optimizer_for(params):
     return getattr(optim, name)(1e-3, beta1=0.9, beta2=0.999, epsilon=1e-8, parameters=params, weight_decay=decay)
 
 
-def train(steps, params=None, state=None):
+def move(tensor, keep):
+    """The tensor's values into new memory (as a set_value that allocates anew); the old memory is kept alive in
+    `keep`, so that the new memory cannot be at the old address."""
+    values, dense = tensor.numpy(), tensor.get_tensor()
+    keep.append(np.from_dlpack(tensor.detach()))
+    dense._clear()
+    dense.set(values, paddle.CPUPlace())
+
+
+def train(steps, params=None, state=None, move_at=None):
     """(weights, optimizer state) after `steps` of the gradients, from w0 or from (params, state); names
-    counted afresh, as in a new process (the state's keys are its accumulators' names)"""
+    counted afresh, as in a new process (the state's keys are its accumulators' names); before step `move_at`
+    every weight and optimizer state tensor moves to new memory"""
     with paddle.utils.unique_name.guard():
         if params is None:
             params = [paddle.create_parameter(list(w.shape), "float32") for w in w0]
@@ -98,7 +108,14 @@ def train(steps, params=None, state=None):
         optimizer = optimizer_for(params)
         if state is not None:
             optimizer.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
-        for g in steps:
+        for i, g in enumerate(steps):
+            if i == move_at:
+                moved = params + [t for accumulator in optimizer._accumulators.values() for t in accumulator.values()]
+                addresses = [t.data_ptr() for t in moved]
+                old = []
+                for t in moved:
+                    move(t, old)
+                assert all(t.data_ptr() != a for t, a in zip(moved, addresses))
             paddle.add_n([(p * paddle.to_tensor(x)).sum() for p, x in zip(params, g)]).backward()
             optimizer.step()
             optimizer.clear_grad(set_to_zero=False)
@@ -121,12 +138,15 @@ optim.on_host = on_host
 # 5 steps, the state through numpy (as a checkpoint holds it), the rest in a new optimizer
 first, saved = train(grads[:5])
 resumed, state_resumed = train(grads[5:], params=first, state=saved)
+moved, state_moved = train(grads, move_at=5)
 print(json.dumps({
     "host_is_paddle": same([p.numpy() for p in params], [p.numpy() for p in params_paddle])
     and sorted(state) == sorted(state_paddle) and same([state[k] for k in sorted(state)],
                                                        [state_paddle[k] for k in sorted(state)]),
     "resumed_is_uninterrupted": same([p.numpy() for p in params], [p.numpy() for p in resumed])
     and same([state[k] for k in sorted(state)], [state_resumed[k] for k in sorted(state)]),
+    "moved_memory_is_followed": same([p.numpy() for p in params], [p.numpy() for p in moved])
+    and same([state[k] for k in sorted(state)], [state_moved[k] for k in sorted(state)]),
     "steps": sorted({float(v[0]) for k, v in state_resumed.items() if "torch_step" in k}),
 }))
 '''
@@ -137,7 +157,8 @@ def test_paddle_adam_on_the_cpu_takes_the_bits_of_paddles_operations(optimizer: 
     """On the CPU the generated optimizer updates float32 weights in numpy (optim.py says why): its weights and
     state after 12 steps are bit for bit those of the same update as paddle operations (what a GPU runs), and
     a run resumed from the state after 5 steps, its step counts included, ends bit for bit where the
-    uninterrupted run ends."""
+    uninterrupted run ends, and so does a run whose weights and optimizer state move to new memory after 5
+    steps (an update that kept its views of that memory between steps would miss the move)."""
     doc = zoo.template("mlp").model_dump(mode="json")
     doc["training"]["optimizer"] = {**doc["training"]["optimizer"], "name": optimizer, "weight_decay": 0.01}
     generate(PipelineSpec.model_validate(doc), "paddle").write(tmp_path)
@@ -146,7 +167,8 @@ def test_paddle_adam_on_the_cpu_takes_the_bits_of_paddles_operations(optimizer: 
                           timeout=300, env={"CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result == {"host_is_paddle": True, "resumed_is_uninterrupted": True, "steps": [12.0]}, result
+    assert result == {"host_is_paddle": True, "resumed_is_uninterrupted": True, "moved_memory_is_followed": True,
+                      "steps": [12.0]}, result
 
 CLIP_SCRIPT = r'''
 import json

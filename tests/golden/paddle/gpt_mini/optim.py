@@ -9,13 +9,17 @@ checkpoints read as before, with the step count as one more accumulator.
 
 Paddle's kernel updates a parameter in one pass over its memory; this update as a dozen paddle operations
 made a dozen passes, each dispatched from Python, and cost a small U-Net 7 % of its training step on a CPU.
-So where the tensors are float32 in host memory, the operations whose paddle kernels round as IEEE
-prescribes (+, −, ×, ÷ by a number; paddle rounds each Python number to float32 first, as numpy is given
-them here) run in numpy on the tensors' own memory (shared through DLPack, not copied), CHUNK weights at a
-time so that the intermediate results stay in the CPU's cache; the square root and the division of two
-tensors stay paddle's (its CPU kernels approximate them, up to 3 and 1 ulp off IEEE's). The same bits as
-the paddle operations, which still take the step elsewhere (a GPU, float16 weights). The step counts are
-Python integers, written into their accumulators when the state is saved.
+So where the tensors are float32 in host memory, it runs CHUNK weights at a time (the pieces' arrays stay in
+the CPU's cache) on the tensors' own memory (shared through DLPack, not copied): the operations whose paddle
+kernels round as IEEE prescribes (+, −, ×, ÷ by a number; paddle rounds each Python number to float32 first,
+as numpy is given them) in numpy, the square root and the division of two tensors with paddle's kernels (they
+approximate them, up to 3 and 1 ulp off IEEE's), in place on scratch buffers allocated once: paddle's
+operations on whole tensors allocated their results afresh each step, and the fresh memory's page faults cost
+more than the arithmetic. The same bits as the paddle operations, which still take the step elsewhere (a GPU,
+float16 weights): paddle's square root takes another path for a tensor's last few weights (those past its
+last whole vector register), so the pieces start at multiples of CHUNK, a multiple of any register's width,
+and a tensor's last piece ends where it ends. The step counts are Python integers, written into their
+accumulators when the state is saved.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 import paddle
 
 STEP = "torch_step"  # the steps a parameter took (an accumulator, saved with the state; float32: exact to 2**24)
-CHUNK = 1 << 16  # weights per piece of the host update: its five float32 arrays (1.25 MiB) stay in the L2 cache
+CHUNK = 1 << 15  # weights per piece of the host update: its seven float32 arrays (896 KiB) stay in the L2 cache
 
 
 class TorchAdamW(paddle.optimizer.AdamW):
@@ -36,7 +40,7 @@ class TorchAdamW(paddle.optimizer.AdamW):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._steps: dict[str, int] = {}  # parameter name → the steps it took (its STEP accumulator's value)
-        self._scratch = np.empty(CHUNK, np.float32)  # the host update's intermediate results
+        self._scratch: Scratch | None = None  # the host update's buffers, made by its first step
 
     def _create_accumulators(self, block, parameters):
         super()._create_accumulators(block, parameters)
@@ -70,6 +74,8 @@ class TorchAdamW(paddle.optimizer.AdamW):
                 self._epsilon,
                 lr / (1 - beta1**t),
             )
+            if self._scratch is None:
+                self._scratch = Scratch()
             update_on_host(param, grad, m, v, [np.float32(f) for f in factors], self._scratch)
             return
         param.multiply_(paddle.full([], 1 - lr * self._weight_decay, param.dtype))
@@ -88,24 +94,44 @@ def host(tensor: paddle.Tensor) -> np.ndarray:
     return np.from_dlpack(tensor.detach()).reshape(-1)
 
 
+class Scratch:
+    """The host update's intermediate results: three float32 buffers of CHUNK weights in host memory (paddle's,
+    aligned as the tensors it allocates), and for each piece length the buffers' beginnings as numpy arrays and
+    the two that paddle's kernels write as paddle tensors on the same memory (paddle.utils.dlpack's from_dlpack
+    of a capsule, as in every paddle 3: paddle.sqrt's out=, newer, would spare the copy of v)."""
+
+    def __init__(self) -> None:
+        self.buffers = [paddle.to_tensor(np.zeros(CHUNK, np.float32), place=paddle.CPUPlace()) for _ in range(3)]
+        self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, paddle.Tensor, paddle.Tensor]] = {}
+
+    def piece(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, paddle.Tensor, paddle.Tensor]:
+        """(a, d, s as numpy arrays of `size` weights, d and s as paddle tensors)"""
+        views = self.pieces.get(size)
+        if views is None:
+            a, d, s = (host(b)[:size] for b in self.buffers)
+            shared = [paddle.utils.dlpack.from_dlpack(x.__dlpack__()) for x in (d, s)]
+            views = self.pieces[size] = (a, d, s, *shared)
+        return views
+
+
 def update_on_host(
     param: paddle.Tensor,
     grad: paddle.Tensor,
     m: paddle.Tensor,
     v: paddle.Tensor,
     factors: list[np.float32],
-    scratch: np.ndarray,
+    scratch: Scratch,
 ) -> None:
     """TorchAdamW's paddle operations (the last lines of _append_optimize_op) on float32 tensors in host memory,
-    bit for bit: those that paddle rounds as IEEE prescribes (+, −, ×, ÷ by a number, each number rounded to
-    float32 first, as `factors` are) in numpy, in place, CHUNK weights at a time; the square root and the
-    division of two tensors with paddle's kernels, which approximate them (up to 3 and 1 ulp off)."""
+    bit for bit, CHUNK weights at a time: those that paddle rounds as IEEE prescribes (+, −, ×, ÷ by a number,
+    each number rounded to float32 first, as `factors` are) in numpy, in place; the square root and the division
+    of two tensors with paddle's kernels (they approximate them, up to 3 and 1 ulp off), in place in `scratch`."""
     decay, mix1, beta2, mix2, root_correction, eps, step_size = factors
     p, g, m_, v_ = host(param), host(grad), host(m), host(v)
     for start in range(0, p.size, CHUNK):
-        piece = slice(start, start + CHUNK)
-        P, G, M, V = p[piece], g[piece], m_[piece], v_[piece]
-        a = scratch[: P.size]
+        end = start + CHUNK
+        P, G, M, V = p[start:end], g[start:end], m_[start:end], v_[start:end]
+        a, d, s, root, step = scratch.piece(P.size)
         np.multiply(P, decay, out=P)  # w ← w·(1 − lr·decay)
         np.subtract(G, M, out=a)
         np.multiply(a, mix1, out=a)
@@ -114,12 +140,10 @@ def update_on_host(
         np.multiply(a, G, out=a)
         np.multiply(V, beta2, out=V)
         np.add(V, a, out=V)  # v ← β2·v + (1 − β2)·g·g
-    denominator, step = v.sqrt(), paddle.empty_like(m)
-    d, s = host(denominator), host(step)
-    for start in range(0, p.size, CHUNK):
-        piece = slice(start, start + CHUNK)
-        D = d[piece]
-        np.divide(D, root_correction, out=D)
-        np.add(D, eps, out=D)  # √v / √(1 − β2ᵗ) + eps
-        np.multiply(m_[piece], step_size, out=s[piece])  # lr/(1 − β1ᵗ) · m
-    param.subtract_(step / denominator)
+        np.copyto(d, V)
+        root.sqrt_()  # d ← √v (paddle's kernel)
+        np.divide(d, root_correction, out=d)
+        np.add(d, eps, out=d)  # d ← √v / √(1 − β2ᵗ) + eps
+        np.multiply(M, step_size, out=s)
+        step.divide_(root)  # s ← lr/(1 − β1ᵗ) · m / d (paddle's kernel)
+        np.subtract(P, s, out=P)
