@@ -7,7 +7,8 @@ records the load it ran beside (:func:`during`: the mean count of runnable tasks
 the calibration's polls, less itself; the 1-minute load average, ``os.getloadavg``, before and after it is kept
 too), the machine's CPUs and the program's threads (:class:`Contention`). The estimate reads the load now
 (:func:`here`: the runnable tasks, read the same way, not the lagging load average) and scales the compute
-terms (start-up, training steps, validation passes; not the writes) by :func:`load_factor`, the ratio of the slowdowns now and then:
+terms (start-up, training steps, validation passes; not the writes) by :func:`load_factor`, the ratio of the
+slowdowns now and then:
 
     slowdown(load) = max(1, (LOAD_WEIGHT x load + threads) / cpus)
 
