@@ -34,6 +34,7 @@ from typing import Any
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 from streamlit_flow.layouts import ManualLayout
 
 from core.errors import FlowTrainError
@@ -111,9 +112,11 @@ def mark_page(ed: Editor) -> None:
 
 
 def _canvas_alone() -> bool:
-    """Whether this run is the fragment's alone (not the fragment drawn inside a run of the whole page)."""
+    """Whether this run is the fragment's alone (not the fragment drawn inside a run of the whole page, nor inside a
+    run of the graph layer's fragment alone: portal/graph_fragment.py)."""
     ctx = get_script_run_ctx()
-    return bool(ctx is not None and ctx.fragment_ids_this_run)
+    return bool(ctx is not None and ctx.fragment_ids_this_run
+                and ThreadState.get().fragment_id in ctx.fragment_ids_this_run)
 
 
 @st.fragment

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from portal import session
 from portal.drafts import DraftConflict, DraftError, DraftInfo, DraftState, DraftStore
@@ -234,11 +235,12 @@ def _ask_delete(flag: bool) -> None:
 # --------------------------------------------------------------------------- the bar
 
 
-def drafts_bar(ed: Editor, settings: Settings, user: str) -> None:
-    """Which draft is open, whether it is saved, and the draft actions."""
+def drafts_bar(ed: Editor, settings: Settings, user: str) -> DeltaGenerator | None:
+    """Which draft is open and the draft actions; the place for whether it is saved (:func:`save_status`, drawn
+    by the graph layer's fragment, which saves its own edits: portal/graph_fragment.py), None without a draft."""
     b = binding()
     if b is None:
-        return
+        return None
     if b.trouble:
         st.error(b.trouble, icon=":material/sync_problem:")
         x, y, _ = st.columns([2, 2, 4])
@@ -274,5 +276,11 @@ def drafts_bar(ed: Editor, settings: Settings, user: str) -> None:
     problems = [d for d in drafts if d.problem]
     for d in problems:
         st.caption(f"⚠ {d.problem}")
-    if not b.trouble:
+    return st.container()
+
+
+def save_status() -> None:
+    """The line saying the draft is saved, and at which revision (nothing while a save waits for the user)."""
+    b = binding()
+    if b is not None and not b.trouble:
         st.caption(f"Saved on the server · revision {b.revision}")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from core import datasets, zoo
 from core.errors import FlowTrainError, Problem
@@ -21,6 +22,7 @@ from portal import (
     data_needs,
     data_view,
     drafts_view,
+    graph_fragment,
     limits,
     onnx_upload,
     resource_view,
@@ -30,6 +32,7 @@ from portal import (
 from portal.editor_blocks import bound_to, is_port, use_params
 from portal.editor_state import Editor
 from portal.forms import PARAM_PREFIX, STALE, field_input, param_widget, shown_value, wkey
+from portal.graph_fragment import Slots
 from portal.notices_view import notices
 from portal.session import reset_widgets
 from portal.spec_export import export_document, strip_problems
@@ -136,7 +139,9 @@ def _export(ed: Editor) -> tuple[str, list[Problem]]:
     return cached[1], cached[2]
 
 
-def toolbar(ed: Editor, settings: Settings, user: str) -> None:
+def toolbar(ed: Editor, settings: Settings, user: str) -> DeltaGenerator:
+    """The toolbar; the place for its export button (:func:`export_button`, drawn by the graph layer's fragment:
+    the file is the document as an edit there left it)."""
     c1, c2, c3, c4, c5 = st.columns([3, 3, 2, 1, 1], vertical_alignment="bottom")
     with c1:
         field_input(ed, "meta", ("name",), "Pipeline name", kind="str")
@@ -162,16 +167,22 @@ def toolbar(ed: Editor, settings: Settings, user: str) -> None:
         st.file_uploader("Import a spec (JSON)", type=["json"], key=ed.upload_key, on_change=_import,
                          args=(ed, ed.upload_key, settings, user), max_upload_size=limits.MAX_UPLOAD_MB)
     with c2:
-        text, problems = _export(ed)
-        st.download_button("Export spec (JSON)", data=text, file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
-                           mime="application/json", key="toolbar.export",
-                           help=f"Exported with its {len(problems)} problem(s) listed at the top of the file "
-                                "(they are under the graph too)." if problems else "The spec, as the command line reads it.")
+        export = st.container()
     with c3:
         st.button("New pipeline", key="toolbar.new", on_click=_new, args=(ed,),
               help="A blank pipeline in this draft (undo brings this one back); 'New draft' keeps it as a draft.")
     onnx_upload.import_form(ed, settings, user)
     notices(ed, "toolbar")
+    return export
+
+
+def export_button(ed: Editor) -> None:
+    """Export the document as it is now, valid or not (an invalid one with its problems at the top of the file)."""
+    text, problems = _export(ed)
+    st.download_button("Export spec (JSON)", data=text, file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
+                       mime="application/json", key="toolbar.export", on_click="ignore",
+                       help=f"Exported with its {len(problems)} problem(s) listed at the top of the file "
+                            "(they are under the graph too)." if problems else "The spec, as the command line reads it.")
 
 
 def template_note(name: str) -> str:
@@ -388,6 +399,27 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         start_weights.ask_to_drop(ed)
 
 
+@st.fragment
+def graph_part(ed: Editor, need: Problem | None, settings: Settings, user: str, slots: Slots) -> None:
+    """The graph layer as a fragment: an edit made in it (the palette, the side form, the canvas' controls) reruns
+    it alone, not the page, unless it changed what the page shows outside it (portal/graph_fragment.py); it
+    also draws the toolbar's export and the drafts bar's "Saved" line, which change with every edit."""
+    alone = graph_fragment.running_alone()
+    if alone:
+        canvas.read_event(ed)
+        drafts_view.autosave(ed, settings, user)  # app.py saves after a run of the page, not after a fragment's
+        if graph_fragment.outside_changed(ed, need):
+            st.rerun()
+    with slots.export:
+        export_button(ed)
+    if slots.saved is not None:
+        with slots.saved:
+            drafts_view.save_status()
+    graph_layer(ed, need, settings)
+    if alone:
+        canvas.mark_page(ed)  # what the canvas' fragment alone compares with
+
+
 # --------------------------------------------------------------------------- training layer
 
 
@@ -489,23 +521,26 @@ def page(ed: Editor, settings: Settings, user: str) -> None:
     # caption, a form) never moves the next. Streamlit names the canvas' fragment after where it is drawn: had the
     # graph layer moved, the canvas in the browser would have sent its next value (a click) under the old name,
     # which Streamlit no longer knows, and nothing would have run (docs/streamlit-flow.md).
-    head, data_part, graph_part, training_part = st.container(), st.container(), st.container(), st.container()
+    head, data_part, graph_place, training_part = st.container(), st.container(), st.container(), st.container()
     with head:
         st.title("Pipeline editor")
-        drafts_view.drafts_bar(ed, settings, user)
+        saved = drafts_view.drafts_bar(ed, settings, user)
         first_run_guide(ed)
-        toolbar(ed, settings, user)
+        export = toolbar(ed, settings, user)
     need = data_needs.data_problem(ed.doc["data"], users.data_roots(user, settings), settings.builtin_datasets)
     with data_part:
         st.divider()
         data_view.data_layer(ed, settings, user, need)
-    with graph_part:
+    with graph_place:
         st.divider()
-        graph_layer(ed, need, settings)
+        drawn_before = graph_fragment.registered_keys()
+        graph_part(ed, need, settings, user, Slots(export, saved))
+        inside = graph_fragment.registered_keys() - drawn_before
     with training_part:
         st.divider()
         training_layer(ed, settings)
     canvas.mark_page(ed)  # what a run of the canvas alone compares with (canvas.fragment)
+    graph_fragment.mark_outside(ed, need, graph_fragment.registered_keys() - inside)  # and one of the graph layer
 
 
 def summary_badge(ed: Editor) -> dict[str, Any]:
