@@ -20,7 +20,8 @@ to a Python-side update causes a run; a run of the canvas' fragment alone can be
 the page's script state): the time is the moment it last became true. Also shown: *drawn*, when the canvas first showed the result (the
 page may still have been running), and the script runs the action caused (whole page or the canvas'
 fragment) with the seconds the page spent running them. Prints one row per size and case (median,
-p90, n) and the machine's load average before and after.
+p90, n) and the machine's load average before and after, then where the time went (the WebSocket's
+side: the action's message out, the server's end of the last script run it caused, the KB both ways).
 
 ``--before REV`` also starts the portal of the code at git revision REV (``git archive`` into a
 temporary folder) and times both, size by size in turn, so that both see the same load on a shared
@@ -64,12 +65,36 @@ RUN_COUNTER = """(() => {
   }).observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
                                          attributeFilter: ['data-test-script-state']});
   if (document.documentElement) watch(); else document.addEventListener('DOMContentLoaded', watch);
-  // every message to and from the server: a script run too short to show in the DOM still sends some
+  // every message to and from the server: a script run too short to show in the DOM still sends some.
+  // __ftWsLog: [performance.now(), 1 (sent) | 0 (received), bytes, how a script run ended (ForwardMsg field 6,
+  // script_finished: 0 the whole page, 3 a fragment alone) or -1]
   window.__ftWs = {sent: 0, received: 0};
+  window.__ftWsLog = [];
+  const size = d => d instanceof ArrayBuffer ? d.byteLength : (d && d.byteLength !== undefined ? d.byteLength
+    : (d && d.size !== undefined ? d.size : String(d).length));
+  const finished = d => {
+    if (!(d instanceof ArrayBuffer)) return -1;
+    const buf = new Uint8Array(d); let i = 0;
+    const varint = () => { let x = 0, s = 0, b; do { b = buf[i++]; x += (b & 0x7f) * 2 ** s; s += 7; } while (b & 0x80 && i < buf.length); return x; };
+    while (i < buf.length) {
+      const key = varint(), wire = key & 7;
+      if (wire === 0) { const v = varint(); if (key >> 3 === 6) return v; }
+      else if (wire === 1) i += 8; else if (wire === 2) { const n = varint(); i += n; } else if (wire === 5) i += 4; else break;
+    }
+    return -1;
+  };
   const Socket = window.WebSocket;
   window.WebSocket = class extends Socket {
-    constructor(...args) { super(...args); this.addEventListener('message', () => { window.__ftWs.received += 1; }); }
-    send(data) { window.__ftWs.sent += 1; return super.send(data); }
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', e => {
+        window.__ftWs.received += 1; window.__ftWsLog.push([performance.now(), 0, size(e.data), finished(e.data)]);
+      });
+    }
+    send(data) {
+      window.__ftWs.sent += 1; window.__ftWsLog.push([performance.now(), 1, size(data), -1]);
+      return super.send(data);
+    }
   };
 })();"""
 
@@ -148,6 +173,20 @@ class Timing:
     drawn: float
     runs: int
     running: float
+    wire: Wire
+
+
+@dataclass(frozen=True)
+class Wire:
+    """The WebSocket's side of an action, from the action to the page settled: seconds to the first message to the
+    server and to the last script run's end as the server said it (its ``script_finished`` message), the KB sent
+    and received, and how the runs ended (``page``: the whole page, ``fragment``: a fragment alone)."""
+
+    first_out: float
+    finished: float
+    out_kb: float
+    in_kb: float
+    ends: str
 
 
 class Clock:
@@ -156,6 +195,24 @@ class Clock:
     def __init__(self, page: Any) -> None:
         self.page_ms = page.evaluate("() => performance.now()")
         self.t0 = time.perf_counter()
+
+    def wire(self, page: Any, until_s: float) -> Wire:
+        """The WebSocket's messages from the start until ``until_s`` (:class:`Wire`)."""
+        first_out, finished, out_b, in_b, ends = None, 0.0, 0, 0, []
+        for at, sent, size, status in page.evaluate("() => window.__ftWsLog"):
+            if at < self.page_ms or at > self.page_ms + until_s * 1000 + 1:
+                continue
+            t = (at - self.page_ms) / 1000
+            if sent:
+                out_b += size
+                first_out = t if first_out is None else first_out
+            else:
+                in_b += size
+            if status >= 0:
+                finished = t
+                ends.append({0: "page", 3: "fragment", 2: "early"}.get(status, str(status)))
+        return Wire(first_out if first_out is not None else -1.0, finished, out_b / 1024, in_b / 1024,
+                    "+".join(ends) or "none")
 
     def runs(self, page: Any, until_s: float) -> tuple[int, float]:
         """Script runs started after the start and ended by ``until_s``; the seconds they ran."""
@@ -190,7 +247,8 @@ def settle(page: Any, clock: Clock, done: Callable[[dict[str, Any]], bool], what
             since = now
         elif now - since >= QUIET_S:
             count, running = clock.runs(page, since - t0)
-            return Timing(since - t0, drawn if drawn is not None else since - t0, count, running)
+            return Timing(since - t0, drawn if drawn is not None else since - t0, count, running,
+                          clock.wire(page, since - t0))
         seen = activity
     picture = Path(tempfile.gettempdir()) / "editor-browser-timeout.png"
     page.screenshot(path=str(picture), full_page=True)
@@ -369,7 +427,24 @@ def row(n: int, case: str, values: list[Timing]) -> dict[str, Any]:
     settled = [v.settled for v in values]
     return {"nodes": n, "action": case, "median": statistics.median(settled), "p90": p90(settled),
             "drawn": statistics.median(v.drawn for v in values), "runs": statistics.median(v.runs for v in values),
-            "running": statistics.median(v.running for v in values), "n": len(values)}
+            "running": statistics.median(v.running for v in values), "n": len(values),
+            "out_at": statistics.median(v.wire.first_out for v in values),
+            "finished": statistics.median(v.wire.finished for v in values),
+            "out_kb": statistics.median(v.wire.out_kb for v in values),
+            "in_kb": statistics.median(v.wire.in_kb for v in values),
+            "ends": statistics.mode(v.wire.ends for v in values)}
+
+
+def wire_table(name: str, rows: list[dict[str, Any]]) -> None:
+    """Where the time went (medians): to the click's message leaving the page, to the server's end of the last
+    script run, to the page settled (the rest: the page drawing what the runs sent), and the bytes both ways."""
+    print(f"\nWhere the time went ({name}): seconds from the action (medians)")
+    print("| nodes | action | message out | last run ended | settled | drawing after the run | KB out | KB in "
+          "| runs ended as |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['nodes']} | {r['action']} | {r['out_at']:.3f} | {r['finished']:.3f} | {r['median']:.3f} | "
+              f"{r['median'] - r['finished']:.3f} | {r['out_kb']:.1f} | {r['in_kb']:.1f} | {r['ends']} |")
 
 
 def main() -> int:
@@ -398,7 +473,9 @@ def main() -> int:
                             rows[name].append(row(n, case, values))
                             print(f"  {name or 'this tree'}: {n} nodes, {case}: "
                                   + ", ".join(f"{v.settled:.2f} (drawn {v.drawn:.2f}, {v.runs} runs "
-                                              f"{v.running:.2f} s)" for v in values), file=sys.stderr)
+                                              f"{v.running:.2f} s; out at {v.wire.first_out:.3f}, run ended "
+                                              f"{v.wire.finished:.3f} [{v.wire.ends}], {v.wire.out_kb:.1f} KB out, "
+                                              f"{v.wire.in_kb:.1f} KB in)" for v in values), file=sys.stderr)
             browser.close()
     finally:
         for proc, _url in portals.values():
@@ -419,12 +496,15 @@ def main() -> int:
             was, runs = (f"{b['median']:.2f}", f"{b['runs']:g}") if b else ("—", "—")
             print(f"| {r['nodes']} | {r['action']} | {was} | {r['median']:.2f} | {r['p90']:.2f} | {r['drawn']:.2f} | "
                   f"{runs} → {r['runs']:g} | {r['n']} | {verdict(r)} |")
+        wire_table(f"before, {args.before}", rows["before"])
+        wire_table("after", rows["after"])
         return 0
     print("| nodes | action | median s | p90 s | drawn s | runs (running s) | n | target |")
     print("|---:|---|---:|---:|---:|---|---:|---|")
     for r in rows[""]:
         print(f"| {r['nodes']} | {r['action']} | {r['median']:.2f} | {r['p90']:.2f} | {r['drawn']:.2f} | "
               f"{r['runs']:g} ({r['running']:.2f}) | {r['n']} | {verdict(r)} |")
+    wire_table("this tree", rows[""])
     return 0
 
 
