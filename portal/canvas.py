@@ -8,8 +8,9 @@ a new graph (template, import, undo, auto-layout) remounts it under a new key wi
 value read back under the current key is applied once, as changes to the state it started from (each
 node is sent tagged with its state's timestamp). :func:`read_event` runs at the top of the page (before
 anything is drawn from the document) and :func:`fragment` where the canvas belongs: what the component
-sends (a drag, a connection, a click) reruns only the canvas unless the rest of the page must change. The
-component as served (portal/flow_component.py) no longer answers the states Python sends
+sends reruns only the canvas (a drag) or the graph layer's fragment (a connection, a click:
+portal/graph_fragment.py) unless the rest of the page must change. The component as served
+(portal/flow_component.py) no longer answers the states Python sends
 (docs/performance.md has the latencies).
 
 Readable at any size: nodes have a fixed width and a 14 px font (``portal.graph_layout.NODE_STYLE``);
@@ -30,6 +31,7 @@ off too. Deleting goes through the side form: *Delete node*, and ✕ beside a co
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import streamlit as st
@@ -80,8 +82,19 @@ def payload(ed: Editor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return flow_nodes, flow_edges
 
 
-def draw(ed: Editor) -> None:
-    """Render the canvas under the editor's current key."""
+def _on_value(ed: Editor, rerun: str | None) -> None:
+    """The component's callback: apply what it sent; when that changes more than the canvas shows (a connection:
+    the side form's inputs and the validation line; a click: the side form), rerun the fragment ``rerun`` (the
+    graph layer's, portal/graph_fragment.py) instead of the canvas' alone; a drag (positions only) reruns the
+    canvas alone, as does a value that changes nothing."""
+    before = _page_state(ed)[:-1]
+    read_event(ed)
+    if rerun is not None and _page_state(ed)[:-1] != before:
+        st.rerun(rerun)
+
+
+def draw(ed: Editor, rerun: str | None = None) -> None:
+    """Render the canvas under the editor's current key (``rerun``: see :func:`_on_value`)."""
     try:
         component = flow_component.component()
     except FlowTrainError as err:  # the component cannot be served: say why, the rest of the page works
@@ -94,6 +107,7 @@ def draw(ed: Editor) -> None:
         layoutOptions=LAYOUT, getNodeOnClick=True, getEdgeOnClick=False, panOnDrag=True, allowZoom=True,
         minZoom=MIN_ZOOM, enableNodeMenu=False, enablePaneMenu=False, enableEdgeMenu=False, hideWatermark=True,
         key=ed.canvas_key, timestamp=ed.canvas_ts, component="streamlit_flow",
+        on_change=functools.partial(_on_value, ed, rerun),  # (a component's callback takes no arguments)
     )
 
 
@@ -120,20 +134,19 @@ def _canvas_alone() -> bool:
 
 
 @st.fragment
-def fragment(ed: Editor) -> None:
+def fragment(ed: Editor, rerun: str | None = None) -> None:
     """The canvas as a fragment: what the component sends reruns only this, not the page.
 
-    The component answers every state Python sends twice (when it takes it, and after its layout ran),
-    each answer a script run: as a fragment, such an answer (which changes nothing) and a drag (positions
-    only) run this function alone. When the rest of the page must show something new, the whole page runs:
-    after an event that changes it (a connection: the side form's inputs, the validation; a click: the side
-    form), and after a click or a choice elsewhere on the page that reached Streamlit in the same batch as a
-    canvas value: Streamlit then runs the fragment alone (with the button's callback before it), and the page
-    showed neither the loaded template nor its notice (a CI failure of a browser test)."""
+    A value that changes nothing outside the canvas (a drag: positions only) runs this function alone. One that
+    changes the graph layer (a connection: the side form's inputs, the validation; a click: the side form) reruns
+    the fragment ``rerun`` names instead (the graph layer's, :func:`_on_value`), which decides whether the page
+    must run too. And the whole page runs after a click or a choice elsewhere on the page that reached Streamlit
+    in the same batch as a canvas value: Streamlit then runs the fragment alone (with the button's callback
+    before it), and the page showed neither the loaded template nor its notice (a CI failure of a browser test)."""
     read_event(ed)
     if _canvas_alone() and _page_changed(st.session_state.get(PAGE_MARK_KEY), _page_state(ed)):
         st.rerun()
-    draw(ed)
+    draw(ed, rerun)
 
 
 def _page_changed(mark: Any, now: tuple[Any, ...]) -> bool:

@@ -182,7 +182,8 @@ def export_button(ed: Editor) -> None:
     st.download_button("Export spec (JSON)", data=text, file_name=f"{ed.doc.get('name') or 'pipeline'}.json",
                        mime="application/json", key="toolbar.export", on_click="ignore",
                        help=f"Exported with its {len(problems)} problem(s) listed at the top of the file "
-                            "(they are under the graph too)." if problems else "The spec, as the command line reads it.")
+                            "(they are under the graph too)." if problems else
+                       "The spec, as the command line reads it.")
 
 
 def template_note(name: str) -> str:
@@ -393,13 +394,13 @@ def graph_layer(ed: Editor, need: Problem | None = None, settings: Settings | No
         blocks_view.make_block_form(ed)
         notices(ed, "graph")
     with drawing:
-        canvas.fragment(ed)  # the component's answers rerun only the canvas
+        canvas.fragment(ed, graph_fragment.FRAGMENT_KEY)  # a drag reruns only the canvas, a click the graph layer
     with below:
         validation(ed, need, settings)
         start_weights.ask_to_drop(ed)
 
 
-@st.fragment
+@st.fragment(key=graph_fragment.FRAGMENT_KEY)
 def graph_part(ed: Editor, need: Problem | None, settings: Settings, user: str, slots: Slots) -> None:
     """The graph layer as a fragment: an edit made in it (the palette, the side form, the canvas' controls) reruns
     it alone, not the page, unless it changed what the page shows outside it (portal/graph_fragment.py); it

@@ -25,6 +25,7 @@ from core.errors import Problem
 from portal import drafts_view, example_data_view, start_weights
 from portal.editor_state import Editor
 
+FRAGMENT_KEY = "graph_layer"  # the fragment's name: the canvas' callback reruns it (portal.canvas._on_value)
 OUTSIDE_MARK_KEY = "graph_part.outside_seen"  # what the page outside the graph layer showed at its last whole run
 
 
