@@ -48,7 +48,7 @@ class TorchAdamW(paddle.optimizer.AdamW):
         super().__init__(*args, **kwargs)
         self._steps: dict[str, int] = {}  # parameter name → the steps it took (its STEP accumulator's value)
         self._kernel_call = False  # whether paddle's kernel is being handed this class's scalars
-        self._kernel_lr: tuple[float, paddle.Tensor] | None = None  # the rate handed to it, shared by a step's calls
+        self._kernel_scalars: tuple | None = None  # (what they are for, the rate as a tensor, epsilon, decay)
         self._zero_pows: dict[str, paddle.Tensor] = {}  # β1ᵗ and β2ᵗ as the kernel sees them (0: it writes 0·β)
 
     def _create_accumulators(self, block, parameters):
@@ -65,7 +65,7 @@ class TorchAdamW(paddle.optimizer.AdamW):
 
     def _create_param_lr(self, param_and_grad):
         if self._kernel_call:
-            return self._kernel_lr[1]
+            return self._kernel_scalars[1]
         return super()._create_param_lr(param_and_grad)
 
     def _get_accumulator_master(self, name, param):
@@ -80,31 +80,39 @@ class TorchAdamW(paddle.optimizer.AdamW):
         found_inf = self._get_auxiliary_var("found_inf")  # float16's GradScaler: skip a step that overflowed
         if found_inf is not None and bool(found_inf):
             return
+        t = self._steps[param.name] = self._steps[param.name] + 1
+        lr = self.get_lr()
+        if on_host(param, grad):
+            self._kernel_step(block, param_and_grad, t, lr)
+            return
         m = self._get_accumulator_master(self._moment1_acc_str, param)
         v = self._get_accumulator_master(self._moment2_acc_str, param)
-        t = self._steps[param.name] = self._steps[param.name] + 1
-        lr, beta1, beta2 = self.get_lr(), float(self._beta1), float(self._beta2)
-        if on_host(param, grad, m, v):
-            self._kernel_step(block, param_and_grad, t, lr, beta1, beta2)
-            return
+        beta1, beta2 = float(self._beta1), float(self._beta2)
         root_correction = (1 - beta2**t) ** 0.5
         param.multiply_(paddle.full([], 1 - lr * self._weight_decay, param.dtype))
         m.add_((grad - m) * (1 - beta1))
         v.multiply_(paddle.full([], beta2, v.dtype)).add_(grad * (1 - beta2) * grad)
         param.subtract_(m * (lr / (1 - beta1**t)) / (v.sqrt() / root_correction + self._epsilon))
 
-    def _kernel_step(self, block, param_and_grad, t: int, lr: float, beta1: float, beta2: float) -> None:
+    def _kernel_step(self, block, param_and_grad, t: int, lr: float) -> None:
         """The step by paddle's own kernel (the module's docstring says how): paddle's _append_optimize_op, which
-        calls it, reads this class's rate, β powers, epsilon and decay for the call."""
-        c1 = (1 - beta1**t) * (1 - f32(beta1)) / f32(1 - beta1)
-        c2 = (1 - beta2**t) * (1 - f32(beta2)) / f32(1 - beta2)
-        rate = lr * c2**0.5 / c1
-        if self._kernel_lr is None or self._kernel_lr[0] != rate:
-            like = self._global_learning_rate()
-            self._kernel_lr = (rate, paddle.full(like.shape, rate, like.dtype))
+        calls it, reads this class's rate, β powers, epsilon and decay for the call. The scalars are
+        worked out once for the parameters of a step (the same step count and rate)."""
         epsilon, decay = self._epsilon, self._weight_decay
-        self._epsilon = epsilon * c2**0.5
-        self._weight_decay = (1 - f32(1 - lr * decay)) / f32(rate) if rate else 0.0
+        key = (t, lr, epsilon, decay)
+        if self._kernel_scalars is None or self._kernel_scalars[0] != key:
+            beta1, beta2 = float(self._beta1), float(self._beta2)
+            c1 = (1 - beta1**t) * (1 - f32(beta1)) / f32(1 - beta1)
+            c2 = (1 - beta2**t) * (1 - f32(beta2)) / f32(1 - beta2)
+            rate = lr * c2**0.5 / c1
+            like = self._global_learning_rate()
+            self._kernel_scalars = (
+                key,
+                paddle.full(like.shape, rate, like.dtype),
+                epsilon * c2**0.5,
+                (1 - f32(1 - lr * decay)) / f32(rate) if rate else 0.0,
+            )
+        self._epsilon, self._weight_decay = self._kernel_scalars[2:]
         self._kernel_call = True
         try:
             super()._append_optimize_op(block, param_and_grad)
@@ -113,6 +121,7 @@ class TorchAdamW(paddle.optimizer.AdamW):
             self._epsilon, self._weight_decay = epsilon, decay
 
 
-def on_host(*tensors: paddle.Tensor) -> bool:
-    """Whether paddle's kernel takes the step: float32 tensors in host memory."""
-    return all(x.place.is_cpu_place() and x.dtype == paddle.float32 for x in tensors)
+def on_host(param: paddle.Tensor, grad: paddle.Tensor) -> bool:
+    """Whether paddle's kernel takes the step: float32 weights and gradient in host memory (the moments are where
+    and what the weights are)."""
+    return param.dtype == paddle.float32 and grad.dtype == paddle.float32 and param.place.is_cpu_place()
