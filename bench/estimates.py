@@ -265,7 +265,8 @@ def summary(rows: list[tuple]) -> str:
 def record(path: Path, measurements: list[tuple[str, Any]]) -> None:
     """The cache's calibration figures (graph features and terms), for tests/schedulers/data/."""
     keep = ("framework", "hardware", "macs_per_sample", "params", "batch_size", "step_s", "startup_s", "launch_s",
-            "warmup_s", "val_first_s", "val_s", "val_samples", "checkpoint_first_s", "checkpoint_s", "end_s", "source")
+            "warmup_s", "val_first_s", "val_s", "val_samples", "checkpoint_first_s", "checkpoint_s", "end_s", "source",
+            "epoch_s", "acts_per_sample")
     path.write_text(json.dumps([{"pipeline": name} | {k: getattr(m, k) for k in keep}
                                 | {"contention": m.contention.to_dict() if m.contention else None}
                                 for name, m in measurements], indent=1) + "\n")
