@@ -35,6 +35,7 @@ from schedulers.speed import (
     SpeedCache,
     speed_key,
     stale_reason,
+    train_acts_per_sample,
     train_conv_macs_per_sample,
     train_macs_per_sample,
 )
@@ -229,6 +230,7 @@ def run_calibration(
         macs_per_sample=train_macs_per_sample(analysis), doc=doc, **whole_run_terms(doc, status, submitted, ended),
         params=analysis.total_params, batch_size=spec.data.batch_size,
         conv_macs_per_sample=train_conv_macs_per_sample(analysis), contention=contention,
+        acts_per_sample=train_acts_per_sample(analysis),
     )
 
 

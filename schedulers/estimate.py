@@ -39,7 +39,14 @@ from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.contention import MODEL_FACTOR, Contention, idle_like, idle_share, load_factor, load_words
 from schedulers.shipped import WARMUP_STEPS, shipped
-from schedulers.speed import MEASURED_FACTOR, Measurement, Speed, train_conv_macs_per_sample, train_macs_per_sample
+from schedulers.speed import (
+    MEASURED_FACTOR,
+    Measurement,
+    Speed,
+    train_acts_per_sample,
+    train_conv_macs_per_sample,
+    train_macs_per_sample,
+)
 
 PEER_FACTOR = 1.5
 DEFAULT_TERM_FACTOR = 2.5
@@ -182,8 +189,8 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                        m.checkpoint_first_s if m else None, m.checkpoint_s if m else None, n.checkpoints > 0)
     end = _term(m.end_s if m else None, peers, lambda p: p.end_s, DEFAULT_END_S + ckpt_default)
     run_measured = m is not None and m.source != "calibration"  # a run's steps hold its epochs' starts
-    epoch = _term(0.0 if run_measured else m.epoch_s if m else None, peers, lambda p: share(p, p.epoch_s), 0.0,
-                  n.epochs)
+    epoch = _term(0.0 if run_measured else m.epoch_s if m else None, peers, lambda p: share(p, p.epoch_s),
+                  d.epoch_s if d else 0.0, n.epochs, label=SHIPPED_LABEL if d else "default")
     train = (n.epochs * train_samples / max(speed.samples_per_s, 1e-9) + epoch[0], speed.factor,
              "measured" if speed.measured else "MACs model")
     startup = (launch[0] + start[0] + warm[0], max(launch[1], start[1], warm[1] if warm[0] else 1.0),
@@ -202,7 +209,8 @@ def estimate(spec: PipelineSpec, analysis: Analysis, framework: str, speed: Spee
                      "test_samples": n.test_samples, "checkpoints": n.checkpoints, "train_samples": train_samples,
                      "batch_size": spec.data.batch_size, "params": analysis.total_params,
                      "macs_per_sample": train_macs_per_sample(analysis),
-                     "conv_macs_per_sample": train_conv_macs_per_sample(analysis)}, load)
+                     "conv_macs_per_sample": train_conv_macs_per_sample(analysis),
+                     "acts_per_sample": train_acts_per_sample(analysis)}, load)
 
 
 SCALED = ("startup", "train", "val")  # the terms the load scales (docs/selector.md, "Load"): not the writes

@@ -95,6 +95,7 @@ def _measurement(run: Run, cand: dict[str, Any], result: dict[str, Any], timings
         end_s=float(timings["end_s"]) if timings.get("end_s") is not None else None,
         params=int(counts.get("params") or 0), batch_size=int(counts.get("batch_size") or 0), source=f"run {run.id}",
         conv_macs_per_sample=int(counts.get("conv_macs_per_sample") or 0),
+        acts_per_sample=int(counts.get("acts_per_sample") or 0),
         # the load it was submitted under (the estimate's; a local CPU job): the next estimate scales from it
         contention=Contention.from_dict((cand["estimate"].get("load") or {}).get("contention")),
     )

@@ -43,7 +43,7 @@ from core.spec import PipelineSpec
 from core.validate import Analysis
 from schedulers.base import Resources
 from schedulers.contention import Contention, idle_share
-from schedulers.macs_model import DEFAULT_FACTOR, FEW_FACTOR, Point, fit
+from schedulers.macs_model import DEFAULT_FACTOR, FEW_FACTOR, Point, learned
 from schedulers.registry.db import private_file
 from schedulers.shipped import SHIPPED_FACTOR, shipped
 from settings.access import os_user
@@ -81,7 +81,7 @@ COLUMNS = ("key", "framework", "version", "environment", "partition", "hardware"
 # The whole run's other terms (schedulers/estimate.py), kept as JSON in the ``terms`` column: one column,
 # so that a term added later needs no migration. None: not measured (the estimate models it and says so).
 TERMS = ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s", "params", "batch_size", "source",
-         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s", "contention", "epoch_s")
+         "conv_macs_per_sample", "val_first_s", "checkpoint_first_s", "contention", "epoch_s", "acts_per_sample")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,9 @@ class Measurement:
     # An epoch's start beyond a step (its input pipeline started anew: keras's dataset, a DataLoader's workers), paid
     # every epoch; None: not timed (a completed run's steps hold its epochs' starts; a program before this figure)
     epoch_s: float | None = None
+    # The layers' output values of one sample (the learned model's fourth feature); 0: not recorded (a measurement
+    # from before it was): such a measurement serves its own graph but not the learned model of others
+    acts_per_sample: int = 0
 
     @property
     def macs_per_s(self) -> float:
@@ -155,6 +158,12 @@ class Speed:
 
 def train_macs_per_sample(analysis: Analysis) -> int:
     return TRAIN_MACS_FACTOR * max(analysis.total_macs, 1)
+
+
+def train_acts_per_sample(analysis: Analysis) -> int:
+    """The values every layer outputs for one sample (the forward pass writes them, the backward reads them and
+    writes as many gradients): the learned MACs model's measure of a step's memory traffic (macs_model.py)."""
+    return sum(n.output.numel for n in analysis.nodes.values() if n.op not in ("Input", "Output"))
 
 
 def train_conv_macs_per_sample(analysis: Analysis) -> int:
@@ -359,19 +368,21 @@ class SpeedBook:
                 note = f"stale measurement not used: {stale}; "
         else:
             peers = ()
-        learned = fit([Point(m.macs_per_sample, m.params, m.batch_size, m.step_s * idle_share(m.contention),
-                             m.conv_macs_per_sample) for m in peers if m.params])  # each step as on an idle machine
-        if learned is not None:
-            batch = spec.data.batch_size
-            step = learned.step_s(train_macs_per_sample(analysis), analysis.total_params, batch,
-                                  train_conv_macs_per_sample(analysis))
-            return Speed(batch * _world(resources) / step, "model", note=note + learned.words(),
-                         factor=learned.factor, peers=peers, idle=True)
+        cpu_job = not (resources.gpus_per_node and cuda)
+        defaults = shipped(framework) if cpu_job else None  # the shipped line's shape is a CPU's
+        line = learned([Point(m.macs_per_sample, m.params, m.batch_size, m.step_s * idle_share(m.contention),
+                              m.conv_macs_per_sample, m.acts_per_sample) for m in peers if m.params],
+                       defaults.shape() if defaults is not None else None, f"shipped {framework} line")
+        batch = spec.data.batch_size
+        if line is not None:  # each step as on an idle machine
+            step = line.step_s(train_macs_per_sample(analysis), analysis.total_params, batch,
+                               train_acts_per_sample(analysis))
+            return Speed(batch * _world(resources) / step, "model", note=note + line.words(),
+                         factor=line.factor, peers=peers, idle=True)
         measured = bool(self.on_hardware(hardware))
-        defaults = shipped(framework)
-        if not measured and defaults is not None and not (resources.gpus_per_node and cuda):
-            batch = spec.data.batch_size
-            step = defaults.step().step_s(train_macs_per_sample(analysis), analysis.total_params, batch)
+        if not measured and defaults is not None:
+            step = defaults.step().step_s(train_macs_per_sample(analysis), analysis.total_params, batch,
+                                          train_acts_per_sample(analysis))
             return Speed(batch * _world(resources) / step, "model", note=note + defaults.words(framework),
                          factor=SHIPPED_FACTOR, peers=peers, shipped=True, idle=True)
         rate, how = self.model_rate(framework, hardware, resources, cuda)

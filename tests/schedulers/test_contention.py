@@ -31,6 +31,7 @@ from schedulers.speed import (
     SpeedBook,
     SpeedCache,
     speed_key,
+    train_acts_per_sample,
     train_conv_macs_per_sample,
     train_macs_per_sample,
 )
@@ -64,7 +65,8 @@ def measure(cache: SpeedCache, util: PartitionUtilisation, framework: str, *, st
                     train_macs_per_sample(analysis), {"samples_per_s": batch_size / step_s}, launch_s=4.0, warmup_s=3 * step_s,
                     val_s=val_s, val_samples=360, checkpoint_s=0.1, end_s=1.0, contention=contention,
                     params=analysis.total_params, batch_size=batch_size,
-                    conv_macs_per_sample=train_conv_macs_per_sample(analysis))
+                    conv_macs_per_sample=train_conv_macs_per_sample(analysis),
+                    acts_per_sample=train_acts_per_sample(analysis))
     cache.put(m)
     return m
 

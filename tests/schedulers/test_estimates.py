@@ -8,28 +8,39 @@ bench/estimates.py compares the estimates with real runs.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core import zoo
 from core.load import spec_from_dict
 from core.validate import validate
-from schedulers.base import JobStatus, RunState
+from schedulers.base import JobStatus, Resources, RunState
+from schedulers.contention import Contention
 from schedulers.estimate import counts, range_words, span_words
 from schedulers.learning import accuracy, learn_from_run, order_matches, ranking_words, rankings
-from schedulers.macs_model import Point, fit
+from schedulers.macs_model import Point, coefficients, fit, learned
 from schedulers.registry.runs import RunRegistry
 from schedulers.shipped import SHIPPED, Defaults, derive
-from schedulers.speed import SpeedBook, SpeedCache, train_conv_macs_per_sample, train_macs_per_sample
+from schedulers.speed import (
+    Measurement,
+    SpeedBook,
+    SpeedCache,
+    speed_key,
+    train_acts_per_sample,
+    train_conv_macs_per_sample,
+    train_macs_per_sample,
+)
 from tests.schedulers.completed_runs import TIMINGS, complete
 from tests.schedulers.test_selector import all_supported
 from tests.schedulers.test_speed import HW, NOW, REPORTS, cpu_partition_full, idle, mnist, record
 
-DATA = Path(__file__).parent / "data" / "step_times.json"
+SHAPES = Path(__file__).parent / "data" / "step_shapes.json"
+ZOO = {"mlp", "lenet5", "mnist_cnn"}
 
 
 def test_the_estimate_counts_every_part_of_the_run(tmp_path: Path) -> None:
@@ -127,45 +138,103 @@ def test_a_range_reads_as_a_real_range_or_as_one_value(tmp_path: Path) -> None:
     assert not re.search(r"\b(\d+(?:\.\d+)?)–\1 ", "\n".join(sel.reasons))
 
 
-def _points(framework: str, pipelines: set[str]) -> list[tuple[str, Point]]:
-    rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
-    found = []
-    for r in rows:
-        if r["framework"] != framework or r["pipeline"] not in pipelines:
-            continue
-        doc = zoo.template(r["pipeline"]).model_dump(mode="json")
-        doc["data"]["batch_size"] = r["batch_size"]
-        analysis = validate(spec_from_dict(doc))
-        found.append((r["pipeline"], Point(train_macs_per_sample(analysis), analysis.total_params, r["batch_size"],
-                                           r["step_s"], train_conv_macs_per_sample(analysis))))
-    return found
+def _shapes(framework: str, zoo_graphs: bool) -> list[tuple[str, Point]]:
+    """The recorded step times of bench/step_shapes.py (tests/schedulers/data/step_shapes.json): the variants
+    (graphs not in the zoo) or the zoo's three, of one framework."""
+    rows = json.loads(SHAPES.read_text(encoding="utf-8"))["rows"]
+    return [(r["graph"], Point(r["macs_per_sample"], r["params"], r["batch_size"], r["step_s"], 0.0,
+                               r["acts_per_sample"]))
+            for r in rows if r["framework"] == framework and (r["graph"] in ZOO) == zoo_graphs]
 
 
 @pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
-def test_the_macs_model_fitted_on_some_zoo_pipelines_predicts_the_others(framework: str) -> None:
-    """Recorded step times (tests/schedulers/data/step_times.json: each framework's generated programs'
-    ``--calibrate 8`` on the shared 2-core development machine under load 20-41, batch 16, 64 and 256; taken by
-    bench/step_times.py): fitted on the MLP and LeNet-5 of one framework, the model predicts that framework's
-    MNIST CNN, another graph, within its own stated range at every batch size and within a factor of 2 at the
-    median (torch 2.6x at worst, keras 1.1x, paddle 4.3x at batch 256). For torch and keras the fit is nearer
-    than the median MACs rate of the same measurements (the model before, up to 16x off); for paddle it is not
-    (the median rate 0.8-2.2x off, the fit 1.6-4.3x): said here, not hidden."""
-    fitted = [p for _, p in _points(framework, {"mlp", "lenet5"})]
-    learned = fit(fitted)
-    assert learned is not None and learned.points == 6
-    median_rate = sorted(p.macs_per_sample * p.batch_size / p.step_s for p in fitted)[2:4]
-    checked = _points(framework, {"mnist_cnn"})
-    assert len(checked) == 3
-    ratios, nearer = [], []
-    for _, p in checked:
-        ratio = p.step_s / learned.step_s(p.macs_per_sample, p.params, p.batch_size)
-        assert 1 / learned.factor <= ratio <= learned.factor, (p, ratio, learned)
-        before = p.step_s / (p.macs_per_sample * p.batch_size / (sum(median_rate) / 2))
-        ratios.append(ratio)
-        nearer.append(abs(math.log(ratio)) < abs(math.log(before)))
-    assert 1 / 2 <= sorted(ratios)[1] <= 2
-    assert all(nearer) == (framework != "paddle")
-    assert fit([p for _, p in _points(framework, {"mlp"})][:2]) is None  # too few: the median rate stands in
+def test_the_macs_model_fitted_on_graphs_of_other_shapes_predicts_the_zoos_steps(framework: str) -> None:
+    """Step times recorded on an idle 2-core development machine by bench/step_shapes.py: fitted to eight graphs of
+    other shapes (MLPs narrow, wide and deep, convolution nets of 4 to 96 channels; 11 rows), the four-term line
+    (overhead, MACs, parameters, activation values) puts each of the zoo's MLP, LeNet-5 and MNIST CNN within its
+    stated shape factor of the measured step (0.62-1.10 over the three frameworks), and it is the shipped line
+    (schedulers/shipped.py). Without the activation values no line can put LeNet-5 (fewer MACs and parameters
+    than the MLP, twice its step) near: the three-term fit to the same rows puts it at 0.36-0.50."""
+    variants = [p for _, p in _shapes(framework, zoo_graphs=False)]
+    line = fit(variants)
+    assert line is not None and line.points == 11
+    assert SHIPPED[framework].coef == pytest.approx(coefficients(variants, min(p.step_s for p in variants)),
+                                                    rel=1e-3, abs=1e-15)
+    no_acts = fit([replace(p, acts_per_sample=1e-12) for p in variants])  # the fourth feature made nil
+    assert no_acts is not None
+    checked = dict(_shapes(framework, zoo_graphs=True))
+    assert set(checked) == ZOO
+    factor = SHIPPED[framework].shape_factor
+    for name, p in checked.items():
+        ratio = line.step_s(p.macs_per_sample, p.params, p.batch_size, p.acts_per_sample) / p.step_s
+        assert 1 / factor <= ratio <= factor and 1 / 2 <= ratio <= 2, (name, ratio)
+    lenet = checked["lenet5"]
+    assert no_acts.step_s(lenet.macs_per_sample, lenet.params, lenet.batch_size, 0.0) / lenet.step_s < 0.55
+    assert fit(variants[:2]) is None  # too few to fit: the shipped line scaled to them stands in
+
+
+def test_one_measurement_scales_the_shipped_line_to_these_nodes_and_says_it_could_be_3x_off() -> None:
+    """One calibration of the MLP on nodes twice as slow as the development machine: the shipped line is scaled by
+    its measured / predicted, so LeNet-5 (never measured) gets the line's step for it x that scale, with nothing
+    left out to check the scale on: x3 either way, and said so."""
+    shapes = dict(_shapes("torch", zoo_graphs=True))
+    mlp, lenet = shapes["mlp"], shapes["lenet5"]
+    prior = SHIPPED["torch"].shape()
+    slow = replace(mlp, step_s=2 * prior.step_s(mlp.macs_per_sample, mlp.params, mlp.batch_size, mlp.acts_per_sample))
+    line = learned([slow], prior, "shipped torch line")
+    assert line is not None and line.scale == pytest.approx(2.0) and line.factor == 3.0
+    assert line.step_s(lenet.macs_per_sample, lenet.params, lenet.batch_size, lenet.acts_per_sample) == pytest.approx(
+        2 * prior.step_s(lenet.macs_per_sample, lenet.params, lenet.batch_size, lenet.acts_per_sample))
+    assert line.words().startswith("learned MACs model: the shipped torch line x2.00 (")
+    assert line.words().endswith("scaled to 1 other graph(s) on these nodes, could be x3.0 off")
+    assert learned([replace(slow, acts_per_sample=0)], prior, "shipped torch line") is None  # cached before acts
+
+
+def _recorded(cache: SpeedCache, c: dict[str, Any], epochs: int) -> None:
+    """A calibration job of estimate_runs.json, cached as the job left it."""
+    doc = zoo.template(c["pipeline"]).model_dump(mode="json")
+    doc["training"]["epochs"] = epochs
+    spec = spec_from_dict(doc)
+    analysis = validate(spec)
+    res = Resources(cpus_per_task=spec.training.resources.cpus_per_task, time_limit_min=30)
+    key = speed_key(spec, analysis, c["framework"], "all", "/opt/all/bin/python", None, HW, res)
+    terms = {k: c[k] for k in ("launch_s", "warmup_s", "val_s", "val_samples", "checkpoint_s", "end_s",
+                               "val_first_s", "checkpoint_first_s")}
+    cache.put(Measurement(key, c["framework"], {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[c["framework"]],
+                          "all", "cpu", HW, "local", "1", NOW - 60, c["batch_size"] / c["step_s"], c["step_s"],
+                          c["startup_s"], 1437, train_macs_per_sample(analysis), {}, params=analysis.total_params,
+                          batch_size=c["batch_size"], acts_per_sample=train_acts_per_sample(analysis),
+                          contention=Contention.from_dict(c["contention"]), **terms))
+
+
+def test_before_its_calibration_a_graph_is_estimated_from_two_others_within_2x(tmp_path: Path) -> None:
+    """What bench/estimates.py does before each calibration, replayed on its records of an idle machine
+    (tests/schedulers/data/estimate_runs.json): the cache holds the calibration jobs of two of the zoo's pipelines,
+    and the third's run is estimated from them, in every framework: each of the nine runs within a factor of 2
+    (actual / estimate 0.66-1.60). The estimate is the shipped line scaled to the two (schedulers/macs_model.py,
+    ``scaled``), and says so. Before (the median MACs rate of the two), LeNet-5's runs came out 2.5-3.3x short in the bench
+    (docs/selector.md): a rate per MAC from the MLP and the MNIST CNN cannot carry to a net of 6- and 16-channel
+    convolutions."""
+    from schedulers.selector import select
+
+    recorded = json.loads(RUNS.read_text(encoding="utf-8"))
+    ratios = {}
+    for run in recorded["runs"]:
+        framework, name = run["framework"], run["pipeline"]
+        cache = SpeedCache(tmp_path / framework / name)
+        for c in recorded["calibrations"]:
+            if c["framework"] == framework and c["pipeline"] != name:
+                _recorded(cache, c, run["epochs"])
+        doc = zoo.template(name).model_dump(mode="json")
+        doc["training"]["epochs"] = run["epochs"]
+        spec = spec_from_dict(doc)
+        sel = select(spec, validate(spec), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
+                     require=framework)
+        c = sel.candidates[0]
+        assert c.speed_source == "model" and f"the shipped {framework} line x" in c.speed_note, c.speed_note
+        assert "scaled to 2 other graph(s) on these nodes" in c.speed_note
+        ratios[framework, name] = run["actual_s"] / c.finish_s
+    assert len(ratios) == 9 and all(1 / 2 <= v <= 2 for v in ratios.values()), ratios
 
 
 def test_the_cache_learns_from_a_completed_run(tmp_path: Path) -> None:
@@ -213,7 +282,8 @@ def test_before_calibration_the_estimate_comes_from_other_graphs_on_these_nodes(
         doc = mnist().model_dump(mode="json")
         doc["data"]["batch_size"] = batch
         record(cache, spec_from_dict(doc), "torch", batch / step_s, hardware=HW, params=analysis.total_params,
-               batch_size=batch, conv_macs_per_sample=train_conv_macs_per_sample(analysis))
+               batch_size=batch, conv_macs_per_sample=train_conv_macs_per_sample(analysis),
+               acts_per_sample=train_acts_per_sample(analysis))
     from schedulers.selector import select
 
     sel = select(mnist(), analysis, REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
@@ -225,29 +295,27 @@ def test_before_calibration_the_estimate_comes_from_other_graphs_on_these_nodes(
     assert c.low_s < c.finish_s < c.high_s and "could be" in c.reason
 
 
-@pytest.mark.parametrize("framework", ["keras", "paddle"])
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
 def test_a_graph_never_calibrated_gets_its_frameworks_measured_rates_with_their_uncertainty(
         framework: str, tmp_path: Path) -> None:
-    """The recorded keras (paddle) step times of the MLP and LeNet-5 in the user's cache as calibration jobs left
-    them: the MNIST CNN on that framework, never measured, gets its speed from the fit of those six, says so, and
-    its range of step times holds the step time recorded for it at batch 64."""
+    """The recorded step times of eleven graphs of other shapes (tests/schedulers/data/step_shapes.json) in the
+    user's cache as calibration jobs left them: the MNIST CNN, never measured, gets its speed from the learned model
+    (the fit of the eleven, or the shipped line scaled to them, whichever predicted the eleven left out better),
+    says so, and its range of step times holds the step time recorded for it."""
     cache = SpeedCache(tmp_path)
-    rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
-    for r in (r for r in rows if r["framework"] == framework and r["pipeline"] != "mnist_cnn"):
-        doc = zoo.template(r["pipeline"]).model_dump(mode="json")
-        doc["data"]["batch_size"] = r["batch_size"]
-        spec = spec_from_dict(doc)
-        record(cache, spec, framework, r["batch_size"] / r["step_s"], hardware=HW, step_s=r["step_s"],
-               params=validate(spec).total_params, batch_size=r["batch_size"])
+    for i, (name, p) in enumerate(_shapes(framework, zoo_graphs=False)):
+        cache.put(Measurement(f"{name}-{i}", framework, {"torch": "2.13.0", "keras": "3.15.1", "paddle": "3.3.1"}[
+            framework], "all", "cpu", HW, "local", str(i), NOW - 60, p.batch_size / p.step_s, p.step_s, 2.0, 1437,
+            int(p.macs_per_sample), {}, params=int(p.params), batch_size=int(p.batch_size),
+            acts_per_sample=int(p.acts_per_sample)))
     from schedulers.selector import select
 
     sel = select(mnist(), validate(mnist()), REPORTS, idle(), support=all_supported, speeds=SpeedBook(cache, now=NOW),
                  require=framework)
     c = sel.candidates[0]
-    assert c.speed_source == "model" and "fitted to 6 other graph(s)" in c.speed_note, c.speed_note
+    assert c.speed_source == "model" and "11 other graph(s)" in c.speed_note, c.speed_note
     factor = float(c.speed_note.split("within x")[1].split()[0])
-    [actual] = [r["step_s"] for r in rows if (r["framework"], r["pipeline"], r["batch_size"]) ==
-                (framework, "mnist_cnn", 64)]
+    actual = dict(_shapes(framework, zoo_graphs=True))["mnist_cnn"].step_s
     assert 1 / factor <= actual / (64 / c.samples_per_s) <= factor
     assert c.low_s < c.finish_s < c.high_s and "could be" in c.reason and "from the MACs model" in c.reason
 
@@ -314,29 +382,27 @@ def test_an_order_counts_only_where_the_runs_times_differ_by_more_than_a_quarter
 RUNS = Path(__file__).parent / "data" / "estimate_runs.json"
 
 
-def _derived(framework: str, pipelines: set[str]) -> Defaults | None:
+def _derived(framework: str) -> Defaults | None:
     recorded = json.loads(RUNS.read_text(encoding="utf-8"))
-    return derive([c for c in recorded["calibrations"] if c["framework"] == framework and c["pipeline"] in pipelines])
+    shapes = json.loads(SHAPES.read_text(encoding="utf-8"))["rows"]
+    return derive([c for c in recorded["calibrations"] if c["framework"] == framework],
+                  [r for r in shapes if r["framework"] == framework and r["graph"] not in ZOO])
 
 
-def _fresh_home_ratios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_out: bool) -> dict[tuple[str, str], float]:
+def _fresh_home_ratios(tmp_path: Path) -> dict[tuple[str, str], float]:
     """actual / estimate of each recorded run (tests/schedulers/data/estimate_runs.json), estimated in a fresh home
-    (no measurement at all) from its framework's defaults derived from the recorded calibrations of all three
-    pipelines, or (``held_out``) of the other two."""
+    (no measurement at all) from its framework's shipped defaults."""
     from schedulers.selector import select
 
     recorded = json.loads(RUNS.read_text(encoding="utf-8"))
-    pipelines = {"mlp", "lenet5", "mnist_cnn"}
     ratios = {}
     for run in recorded["runs"]:
         framework, name = run["framework"], run["pipeline"]
-        monkeypatch.setitem(SHIPPED, framework, _derived(framework, pipelines - {name} if held_out else pipelines))
         doc = zoo.template(name).model_dump(mode="json")
         doc["training"]["epochs"] = run["epochs"]
         spec = spec_from_dict(doc)
         sel = select(spec, validate(spec), REPORTS, idle(), support=all_supported,
-                     speeds=SpeedBook(SpeedCache(tmp_path / framework / name / str(held_out)), now=NOW),
-                     require=framework)
+                     speeds=SpeedBook(SpeedCache(tmp_path / framework / name), now=NOW), require=framework)
         c = sel.candidates[0]
         assert c.speed_source == "model" and f"shipped {framework} defaults measured on" in c.speed_note
         assert c.estimate["sources"]["startup"].startswith("launch shipped default")
@@ -344,29 +410,27 @@ def _fresh_home_ratios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_out
     return ratios
 
 
-def test_a_fresh_home_estimates_the_zoo_pipelines_within_2x_from_the_shipped_defaults(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fresh_home_estimates_the_zoo_pipelines_within_2x_from_the_shipped_defaults(tmp_path: Path) -> None:
     """The first graph in a fresh home (no measurement at all) is estimated from its framework's shipped defaults
     (schedulers/shipped.py): what derive() makes of the calibration jobs recorded on an idle 2-core development
-    machine (tests/schedulers/data/estimate_runs.json; re-derive them when the records change). Each of the nine
-    recorded runs (every framework, every pipeline; 25-96 s) is estimated within a factor of 2 (0.92-1.9).
-
-    Derived from two pipelines to estimate the third (held out), 5 of the 9 are within 2x, all within 5x: the
-    MNIST CNN's steps are convolutions, which a line through the MLP's and LeNet-5's steps (their fixed cost)
-    does not carry to (torch 3.0x, paddle 4.6x under; paddle's LeNet-5 2.7x). Said here, not hidden: a graph
-    far from the shipped ones needs its calibration. The old defaults, a loaded machine's, were 2.5-30x over on
+    machine (tests/schedulers/data/estimate_runs.json: launch, start-up, warm-up) and of the step times of eight
+    graphs of other shapes (step_shapes.json: the step-time line); re-derive them when the records change. Each of
+    the nine recorded runs (every framework, every pipeline; 25-96 s) but keras's LeNet-5 (2.4x under) is estimated
+    within a factor of 2 (1.2-1.8), though no step of the zoo's graphs went into the line. (Before, the line came
+    from the zoo's own three graphs: from two of them, the third's run was within 2x in 5 of 9.) The runs were
+    recorded before the keras calibration ran its steps at a run's pace and before each epoch's start was timed:
+    keras's line is fitted to steps at that pace, and the runs paid epoch starts the shipped figures do not hold. The old defaults, a loaded machine's, were 2.5-30x over on
     this machine's quiet runs (docs/selector.md)."""
     for framework in ("torch", "keras", "paddle"):
-        assert SHIPPED[framework] == _derived(framework, {"mlp", "lenet5", "mnist_cnn"})
-    ratios = _fresh_home_ratios(tmp_path, monkeypatch, held_out=False)
-    assert len(ratios) == 9 and all(1 / 2 <= v <= 2 for v in ratios.values()), ratios
-    held = _fresh_home_ratios(tmp_path, monkeypatch, held_out=True)
-    assert sum(1 / 2 <= v <= 2 for v in held.values()) >= 5 and all(1 / 5 <= v <= 5 for v in held.values()), held
+        assert SHIPPED[framework] == _derived(framework)
+    ratios = _fresh_home_ratios(tmp_path)
+    assert len(ratios) == 9 and sum(1 / 2 <= v <= 2 for v in ratios.values()) >= 8, ratios
+    assert all(1 / 2.5 <= v <= 2.5 for v in ratios.values()), ratios
 
 
 def _calibration(macs: float, params: float, step_s: float) -> dict[str, float]:
     return {"macs_per_sample": macs, "params": params, "batch_size": 64, "step_s": step_s, "launch_s": 10.0,
-            "startup_s": 5.0, "warmup_s": 3 * step_s}
+            "startup_s": 5.0, "warmup_s": 3 * step_s, "acts_per_sample": 0.0}
 
 
 def test_derived_defaults_withstand_records_taken_under_a_swinging_load() -> None:
@@ -381,11 +445,11 @@ def test_derived_defaults_withstand_records_taken_under_a_swinging_load() -> Non
     graphs = [(2e6, 6.7e5), (1.25e6, 6.2e4), (3.6e7, 1.2e6)]
     records = [_calibration(m, p, line(m)) for m, p in graphs]
     records += [_calibration(*graphs[0], line(graphs[0][0])), _calibration(*graphs[0], 10 * line(graphs[0][0]))]
-    overhead, per_mac, per_param = derive(records).coef
+    overhead, per_mac, per_param, _ = derive(records, records).coef
     assert overhead == pytest.approx(0.005, rel=0.01) and per_mac == pytest.approx(1e-9, rel=0.01)
     assert per_param == pytest.approx(0.0, abs=1e-12)
     torch_like = [_calibration(2006016, 669706, 0.3144), _calibration(1249560, 61706, 0.8075),
                   _calibration(35977344, 1199882, 1.37)]
-    assert derive(torch_like).coef[0] <= 0.3144
+    assert derive(torch_like, torch_like).coef[0] <= 0.3144
     assert SHIPPED["torch"].coef[0] <= min(c["step_s"] for c in json.loads(RUNS.read_text(encoding="utf-8"))[
         "calibrations"] if c["framework"] == "torch")

@@ -29,6 +29,7 @@ from schedulers.speed import (
     SpeedCache,
     planned_train_samples,
     speed_key,
+    train_acts_per_sample,
     train_macs_per_sample,
 )
 from schedulers.utilisation import utilisation_from_outputs
@@ -140,7 +141,8 @@ def test_without_measurements_the_shipped_defaults_estimate_and_preference_or_fi
     assert picked == {"torch": "torch", "keras": "keras", "paddle": "paddle"}
     c = sel.candidates[0]
     analysis = validate(spec)
-    step = SHIPPED["paddle"].step().step_s(train_macs_per_sample(analysis), analysis.total_params, 64)
+    step = SHIPPED["paddle"].step().step_s(train_macs_per_sample(analysis), analysis.total_params, 64,
+                                           train_acts_per_sample(analysis))
     assert c.speed_source == "model" and c.samples_per_s == pytest.approx(64 / step)
     assert "from the MACs model" in c.reason and \
         "shipped paddle defaults measured on a shared 2-core development machine, not on these nodes" in c.reason
