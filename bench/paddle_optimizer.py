@@ -6,9 +6,9 @@ weights) or, with ``--network mlp``, of its MLP (bench/reference/paddle_mlp.py: 
 
 Three optimizers per row, stepped in turn on the same gradients (one backward pass of a loss whose gradient is a
 fixed random array each) for ``--rounds`` rounds after 3 of warm-up, one paddle thread: paddle's fused kernel
-(not torch's arithmetic: templates/paddle/optim.py.j2 says why), the generated optimizer as shipped (on the CPU
-its update runs partly in numpy), and the generated optimizer's paddle-operations path (what a GPU runs; on the
-CPU, about what every paddle program ran before issue 23). Each cell: the fastest and the median step, CPU ms
+(not torch's arithmetic: templates/paddle/optim.py.j2 says why), the generated optimizer as shipped (on the CPU,
+paddle's own kernel handed torch's bias corrections), and the generated optimizer's paddle-operations path (what a
+GPU runs; on the CPU, about what every paddle program ran before issue 23). Each cell: the fastest and the median step, CPU ms
 (process time, so other processes move it less than the wall clock, but a loaded machine's shared caches still do:
 the fastest is the steadier figure).
 
