@@ -55,8 +55,8 @@ DEFAULT_LAUNCH_S = 5.0  # interpreter and framework import, for a framework with
 DEFAULT_STARTUP_S = 2.0  # the data and the model
 SHIPPED_LABEL = "shipped default (a development machine's)"  # schedulers/shipped.py
 CHECKPOINT_BYTES_PER_PARAM = 12  # weights and two optimizer moments, float32
-# A checkpoint write: a fixed part and the bytes; measured on the development machine's local disk (3-6 ms at 62k
-# parameters, 11-14 ms at 670k, 18-35 ms at 1.2M: tests/schedulers/data/estimate_runs.json). A parallel file system
+# A checkpoint write: a fixed part and the bytes; measured on the development machine's local disk (3-9 ms at 62k
+# parameters, 10-23 ms at 670k, 18-47 ms at 1.2M: tests/schedulers/data/estimate_runs.json). A parallel file system
 # is slower: the first calibration on the nodes replaces these (the graph's own write, else the other graphs').
 CHECKPOINT_FIXED_S = 0.003
 DISK_BYTES_PER_S = 800e6

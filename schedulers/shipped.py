@@ -68,9 +68,9 @@ class Defaults:
 # derive() of tests/schedulers/data/estimate_runs.json's calibrations and step_shapes.json's variants (the graphs not
 # in the zoo; tests/schedulers/test_estimates.py checks it)
 SHIPPED: dict[str, Defaults] = {
-    "torch": Defaults(1.68, 1.92, 0.02, (0.0003945, 4.606e-12, 7.173e-10, 2.129e-09), 1.59),
-    "keras": Defaults(3.76, 0.47, 0.6, (0.0004481, 0.0, 3.657e-09, 2.171e-09), 2.4),
-    "paddle": Defaults(1.13, 0.9, 0.02, (0.002303, 1.201e-11, 2.607e-09, 7.616e-09), 1.5),
+    "torch": Defaults(1.34, 1.53, 0.02, (0.0003945, 4.606e-12, 7.173e-10, 2.129e-09), 1.59, 0.0002),
+    "keras": Defaults(3.08, 0.37, 0.51, (0.0004481, 0.0, 3.657e-09, 2.171e-09), 2.4, 0.0189),
+    "paddle": Defaults(0.93, 0.74, 0.02, (0.002303, 1.201e-11, 2.607e-09, 7.616e-09), 1.5, 0.0005),
 }
 
 

@@ -211,7 +211,7 @@ def test_before_its_calibration_a_graph_is_estimated_from_two_others_within_2x(t
     """What bench/estimates.py does before each calibration, replayed on its records of an idle machine
     (tests/schedulers/data/estimate_runs.json): the cache holds the calibration jobs of two of the zoo's pipelines,
     and the third's run is estimated from them, in every framework: each of the nine runs within a factor of 2
-    (actual / estimate 0.66-1.60). The estimate is the shipped line scaled to the two (schedulers/macs_model.py,
+    (actual / estimate 0.63-1.66). The estimate is the shipped line scaled to the two (schedulers/macs_model.py,
     ``scaled``), and says so. Before (the median MACs rate of the two), LeNet-5's runs came out 2.5-3.3x short in the bench
     (docs/selector.md): a rate per MAC from the MLP and the MNIST CNN cannot carry to a net of 6- and 16-channel
     convolutions."""
@@ -413,19 +413,16 @@ def _fresh_home_ratios(tmp_path: Path) -> dict[tuple[str, str], float]:
 def test_a_fresh_home_estimates_the_zoo_pipelines_within_2x_from_the_shipped_defaults(tmp_path: Path) -> None:
     """The first graph in a fresh home (no measurement at all) is estimated from its framework's shipped defaults
     (schedulers/shipped.py): what derive() makes of the calibration jobs recorded on an idle 2-core development
-    machine (tests/schedulers/data/estimate_runs.json: launch, start-up, warm-up) and of the step times of eight
-    graphs of other shapes (step_shapes.json: the step-time line); re-derive them when the records change. Each of
-    the nine recorded runs (every framework, every pipeline; 25-96 s) but keras's LeNet-5 (2.4x under) is estimated
-    within a factor of 2 (1.2-1.8), though no step of the zoo's graphs went into the line. (Before, the line came
-    from the zoo's own three graphs: from two of them, the third's run was within 2x in 5 of 9.) The runs were
-    recorded before the keras calibration ran its steps at a run's pace and before each epoch's start was timed:
-    keras's line is fitted to steps at that pace, and the runs paid epoch starts the shipped figures do not hold. The old defaults, a loaded machine's, were 2.5-30x over on
-    this machine's quiet runs (docs/selector.md)."""
+    machine (tests/schedulers/data/estimate_runs.json: launch, start-up, warm-up, each epoch's start) and of the step
+    times of eight graphs of other shapes (step_shapes.json: the step-time line); re-derive them when the records
+    change. Each of the nine recorded runs (every framework, every pipeline; 38-228 s) is estimated within a factor
+    of 2 (actual / estimate 0.62-1.67), though no step of the zoo's graphs went into the line. (Before, the line came
+    from the zoo's own three graphs: from two of them, the third's run was within 2x in 5 of 9.) The old defaults, a
+    loaded machine's, were 2.5-30x over on this machine's quiet runs (docs/selector.md)."""
     for framework in ("torch", "keras", "paddle"):
         assert SHIPPED[framework] == _derived(framework)
     ratios = _fresh_home_ratios(tmp_path)
-    assert len(ratios) == 9 and sum(1 / 2 <= v <= 2 for v in ratios.values()) >= 8, ratios
-    assert all(1 / 2.5 <= v <= 2.5 for v in ratios.values()), ratios
+    assert len(ratios) == 9 and all(1 / 2 <= v <= 2 for v in ratios.values()), ratios
 
 
 def _calibration(macs: float, params: float, step_s: float) -> dict[str, float]:
