@@ -46,16 +46,27 @@ if FW == "keras":
     with_dice = float(tf.reduce_mean(dice_namespace["per_sample_loss"](out, y)))
 else:
     with_dice = float(dice_namespace["compute_loss"](out, y))
+plain = namespaces["no_ignore_index"]
+whole = np.where(masks == 255, 1, masks)
+if FW == "keras":
+    whole_y = tf.constant(whole)
+    plain_loss = float(tf.reduce_mean(plain["per_sample_loss"](out, whole_y)))
+else:
+    whole_y = to(whole)
+    plain_loss = float(plain["compute_loss"](out, whole_y))
 print(json.dumps({"loss": loss, "confusion": np.asarray(confusion(out, y)).tolist(), "accuracy": accuracy,
-                  "with_dice": with_dice}))
+                  "with_dice": with_dice, "plain_loss": plain_loss,
+                  "plain_confusion": np.asarray(plain["confusion"](out, whole_y)).tolist()}))
 """
 
 
-def _expected() -> tuple[float, np.ndarray, float]:
+def _expected(ignore_index: int | None = 255) -> tuple[float, np.ndarray, float]:
+    """numpy's loss, confusion matrix and Dice loss of the script's batch: with the ignore index in four pixels,
+    or (None) with those four of class 1 and every pixel counted."""
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((2, 3, 5, 6)).astype(np.float64)
     masks = rng.integers(0, 3, (2, 5, 6))
-    masks[0, 0, :4] = 255
+    masks[0, 0, :4] = 255 if ignore_index is not None else 1
     counted = masks != 255
     log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     picked = np.take_along_axis(log_p, np.where(counted, masks, 0)[:, None], axis=1)[:, 0]
@@ -71,10 +82,11 @@ def _expected() -> tuple[float, np.ndarray, float]:
 def script(framework: str) -> str:
     """The check's program in ``framework`` (run by tests/frameworks/shared_start.py)."""
     script = HEADER[framework] + f"FW = {framework!r}\nnamespaces = {{}}\n"
-    for loss in ("cross_entropy", "cross_entropy_dice"):
+    for name, loss, ignore in (("cross_entropy", "cross_entropy", 255), ("cross_entropy_dice", "cross_entropy_dice", 255),
+                               ("no_ignore_index", "cross_entropy", None)):
         source = HEADER[framework] + environment(framework).get_template("_segmentation_loss.py.j2").render(
-            data_ignore_index=255, data_num_classes=3, t={"loss": loss})
-        script += f"namespaces[{loss!r}] = {{}}\nexec(compile({source!r}, {loss!r}, 'exec'), namespaces[{loss!r}])\n"
+            data_ignore_index=ignore, data_num_classes=3, t={"loss": loss})
+        script += f"namespaces[{name!r}] = {{}}\nexec(compile({source!r}, {name!r}, 'exec'), namespaces[{name!r}])\n"
     return script + RUN
 
 
@@ -86,3 +98,12 @@ def test_per_pixel_cross_entropy_dice_and_confusion_ignore_the_ignore_index(fram
     assert abs(got["with_dice"] - (loss + dice)) <= 1e-5, (got["with_dice"], loss + dice)
     assert np.array_equal(np.asarray(got["confusion"]), matrix)
     assert got["accuracy"] == pytest.approx(np.trace(matrix) / matrix.sum(), abs=1e-6)
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "paddle"])
+def test_without_an_ignore_index_every_pixel_counts(framework: str) -> None:
+    """The programs of a spec without ignore_index (data.py has checked every mask value) average over all pixels."""
+    got = findings(__name__, framework)
+    loss, matrix, _ = _expected(ignore_index=None)
+    assert abs(got["plain_loss"] - loss) <= 1e-5, (got["plain_loss"], loss)
+    assert np.array_equal(np.asarray(got["plain_confusion"]), matrix)

@@ -32,21 +32,30 @@ class TorchAdam(keras.optimizers.Optimizer):
         self.moments = [self.add_variable_from_reference(v, "m") for v in variables]
         self.velocities = [self.add_variable_from_reference(v, "v") for v in variables]
 
+    def apply(self, grads, trainable_variables=None):
+        # the step's size and bias corrections in float64, the same for every variable: once a step, not once
+        # a variable (each is a dozen small graph operations; the result is the same)
+        ops = keras.ops
+        lr = ops.cast(self.learning_rate, "float64")
+        step = ops.cast(self.iterations + 1, "float64")
+        # (tf.constant: keras.ops.cast would take a Python float through float32 first)
+        self.step_size = lr / (1 - ops.power(tf.constant(self.beta_1, tf.float64), step))
+        self.root_correction = ops.sqrt(1 - ops.power(tf.constant(self.beta_2, tf.float64), step))
+        self.decay_factor = 1 - lr * self.decoupled_decay
+        return super().apply(grads, trainable_variables)
+
     def update_step(self, gradient, variable, learning_rate):
         ops, dtype = keras.ops, variable.dtype
-        lr = ops.cast(learning_rate, "float64")
         # an embedding's gradient comes as IndexedSlices; torch's Adam takes it dense (every row's moments decay)
         gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
-        step = ops.cast(self.iterations + 1, "float64")
         index = self._get_variable_index(variable)
         m, v = self.moments[index], self.velocities[index]
         if self.decoupled_decay:
-            self.assign(variable, variable * ops.cast(1 - lr * self.decoupled_decay, dtype))
-        self.assign(m, m + ops.cast(1 - self.beta_1, dtype) * (gradient - m))
+            self.assign(variable, variable * ops.cast(self.decay_factor, dtype))
+        # m + (1 − β1)(g − m), added in place (the same sum, without a new buffer for m)
+        self.assign_add(m, ops.cast(1 - self.beta_1, dtype) * (gradient - m))
         self.assign(v, v * ops.cast(self.beta_2, dtype) + ops.cast(1 - self.beta_2, dtype) * gradient * gradient)
-        # (tf.constant: keras.ops.cast would take a Python float through float32 first)
-        root_correction = ops.cast(ops.sqrt(1 - ops.power(tf.constant(self.beta_2, tf.float64), step)), dtype)
-        step_size = ops.cast(lr / (1 - ops.power(tf.constant(self.beta_1, tf.float64), step)), dtype)
+        root_correction, step_size = ops.cast(self.root_correction, dtype), ops.cast(self.step_size, dtype)
         self.assign_sub(variable, step_size * m / (ops.sqrt(v) / root_correction + ops.cast(self.epsilon, dtype)))
 
     def get_config(self):

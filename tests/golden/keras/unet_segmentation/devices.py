@@ -250,14 +250,14 @@ MASK_FILL = 0  # mask pixels from outside the image
 
 def segment_augment(x: tf.Tensor, y: tf.Tensor, rank: int, batch_number: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """The data layer's augmentation on images (N, H, W, C) and their masks (N, H, W) alike: a crop, flip
-    or rotation moves both the same way (the mask by nearest neighbour, its pixels from outside the image
-    MASK_FILL), brightness, contrast and noise change the image only."""
+    or rotation moves both the same way (the same seed draws the same offsets, flips and angles for both;
+    the mask by nearest neighbour, its pixels from outside the image MASK_FILL), brightness, contrast and
+    noise change the image only."""
     seeds = tf.random.experimental.stateless_split(tf.stack([SEED * 1000 + rank, batch_number]), 1)
-    c = x.shape[-1]
-    z = tf.cast(y - MASK_FILL, x.dtype)[..., None]  # exact in float; zero padding is MASK_FILL
-    both = horizontal_flip(tf.concat([x, z], -1), p=0.5, seed=seeds[0])
-    x, z = both[..., :c], both[..., c:]
-    return x, tf.cast(tf.round(z[..., 0]), tf.int64) + MASK_FILL
+    z = (tf.cast(y, tf.int64) - MASK_FILL)[..., None]  # (N, H, W, 1) like the images; zero padding is MASK_FILL
+    x = horizontal_flip(x, p=0.5, seed=seeds[0])
+    z = horizontal_flip(z, p=0.5, seed=seeds[0])
+    return x, z[..., 0] + MASK_FILL
 
 
 # --------------------------------------------------------------------------- checkpoints and the saved model

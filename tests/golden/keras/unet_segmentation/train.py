@@ -52,25 +52,27 @@ NUM_CLASSES = 4
 def per_sample_loss(output: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
     """Each sample's share of the batch's per-pixel cross-entropy (scores (N, K, H, W), masks (N, H, W)):
     their mean over the batch is torch's loss, the mean over the pixels that are not IGNORE_INDEX."""
-    counted = tf.logical_and(target >= 0, target < NUM_CLASSES)
-    safe = tf.where(counted, target, tf.zeros_like(target))
-    pixels = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=safe, logits=tf.transpose(output, [0, 2, 3, 1]))
-    weight = tf.cast(counted, pixels.dtype)
-    total = tf.maximum(tf.reduce_sum(weight), 1.0)
+    # every pixel counts: data.py checked that each mask value is a class
+    pixels = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target, logits=tf.transpose(output, [0, 2, 3, 1]))
+    total = tf.cast(tf.size(target), pixels.dtype)
     batch = tf.cast(tf.shape(output)[0], pixels.dtype)
-    shares = tf.reduce_sum(pixels * weight, axis=[1, 2]) * batch / total
+    shares = tf.reduce_sum(pixels, axis=[1, 2]) * batch / total
     return shares
 
 
 def confusion(output: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
     """(K, K) counts of pixels of class i (row) predicted as j (column), IGNORE_INDEX pixels left out:
     pixel accuracy is its trace over its sum, a class's IoU its diagonal over row + column − diagonal.
-    A tensor (no host synchronisation); sums over batches and replicas add up. A product of one-hot
-    matrices, not a bincount of the counted pixels: XLA (jit_compile, chosen on a GPU) compiles neither
-    bincount nor a boolean mask; a class index outside 0…K−1 (the ignore index) one-hots to zeros."""
+    A tensor (no host synchronisation); sums over batches and replicas add up. Each pixel adds one to
+    the count of its (class, prediction) pair, a segment sum of ones (XLA, chosen on a GPU, compiles it,
+    and neither bincount nor a boolean mask); a pixel whose mask value is no class (the ignore index)
+    gets the pair −1, which the sum leaves out."""
     predicted = tf.reshape(tf.argmax(output, axis=1, output_type=target.dtype), [-1])
-    actual = tf.one_hot(tf.reshape(target, [-1]), NUM_CLASSES, dtype=tf.float64)
-    return tf.cast(tf.matmul(actual, tf.one_hot(predicted, NUM_CLASSES, dtype=tf.float64), transpose_a=True), tf.int64)
+    actual = tf.reshape(target, [-1])
+    counted = tf.logical_and(actual >= 0, actual < NUM_CLASSES)
+    pair = tf.where(counted, actual * NUM_CLASSES + predicted, tf.constant(-1, actual.dtype))
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(pair, tf.int32), pair, NUM_CLASSES * NUM_CLASSES)
+    return tf.cast(tf.reshape(counts, [NUM_CLASSES, NUM_CLASSES]), tf.int64)
 
 
 def batch_totals(output: tf.Tensor, target: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
