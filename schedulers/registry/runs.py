@@ -76,6 +76,8 @@ LOG_TAIL_LINES = 30
 # --------------------------------------------------------------------------- the registry
 
 
+ID_DRAWS = 20  # a generated id (second + 24 random bits) drawn again while another run holds it
+
 class RunRegistry(SweepTable):
     """The SQLite run registry. Cheap to construct; safe to share between threads. Its sweeps (groups
     of runs, one job array each) come from :class:`~schedulers.registry.sweeps.SweepTable`."""
@@ -138,6 +140,7 @@ class RunRegistry(SweepTable):
         directory that cannot be made takes its row away again.
         """
         _check_user(user)
+        generated = not run_id  # a drawn id that another run drew in the same second is drawn again
         run_id = run_id or self.new_run_id()
         if not RUN_ID_RE.fullmatch(run_id):
             raise RegistryError(f"run id {run_id!r} is invalid; expected letters, digits, '_' and '-'")
@@ -145,20 +148,18 @@ class RunRegistry(SweepTable):
         if data_source is None:
             data_source = _source_of(spec_json)
         now = time.time()
-        with self._tx() as db:
+        for _ in range(ID_DRAWS):
             try:
-                db.execute(
-                    "INSERT INTO runs (id, user, name, spec, spec_hash, framework, scheduler, partition, environment,"
-                    " state, created, run_dir, selection, data_source, sweep_id, sweep_point)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (run_id, user, name, spec_json, spec_hash, framework, scheduler, partition, environment,
-                     RunState.PENDING.value, now, str(directory),
-                     json.dumps(selection) if selection is not None else None, data_source, sweep_id, sweep_point),
-                )
+                self._insert_run(run_id, user, name, spec_json, spec_hash, framework, scheduler, partition,
+                                 environment, now, directory, selection, data_source, sweep_id, sweep_point)
+                break
             except sqlite3.IntegrityError:
-                raise RegistryError(f"run id {run_id} exists already") from None
-            db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
-                       (run_id, RunState.PENDING.value, now, f"created ({framework}, {scheduler})"))
+                if not generated:
+                    raise RegistryError(f"run id {run_id} exists already") from None
+                run_id = self.new_run_id()
+                directory = Path(run_dir).resolve() if run_dir is not None else self.runs_dir / run_id
+        else:
+            raise RegistryError(f"no free run id after {ID_DRAWS} draws (last {run_id})")
         try:
             directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         except OSError as exc:
@@ -166,6 +167,23 @@ class RunRegistry(SweepTable):
                 db.execute("DELETE FROM runs WHERE id=?", (run_id,))
             raise RegistryError(f"cannot create the run directory {directory}: {exc.strerror}") from exc
         return self.get(run_id)
+
+    def _insert_run(self, run_id: str, user: str, name: str, spec_json: str, spec_hash: str, framework: str,
+                    scheduler: str, partition: str | None, environment: str | None, now: float, directory: Path,
+                    selection: Mapping[str, Any] | None, data_source: str | None, sweep_id: str | None,
+                    sweep_point: int | None) -> None:
+        """The run's row and its first state, in one transaction (sqlite3.IntegrityError: the id is taken)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO runs (id, user, name, spec, spec_hash, framework, scheduler, partition, environment,"
+                " state, created, run_dir, selection, data_source, sweep_id, sweep_point)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, user, name, spec_json, spec_hash, framework, scheduler, partition, environment,
+                 RunState.PENDING.value, now, str(directory),
+                 json.dumps(selection) if selection is not None else None, data_source, sweep_id, sweep_point),
+            )
+            db.execute("INSERT INTO run_states (run_id, state, time, detail) VALUES (?,?,?,?)",
+                       (run_id, RunState.PENDING.value, now, f"created ({framework}, {scheduler})"))
 
     @guarded
     def mark_submitted(self, run_id: str, job_id: str, detail: str = "") -> None:

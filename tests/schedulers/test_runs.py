@@ -294,3 +294,16 @@ def test_list_1000_runs_fast(reg: RunRegistry) -> None:
     t0 = time.perf_counter()
     assert len(reg.list_runs("alice")) == 500
     assert time.perf_counter() - t0 < 0.2
+
+
+def test_a_drawn_run_id_another_run_holds_is_drawn_again(reg: RunRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs created in the same second may draw the same random part (24 bits: 1,000 runs created at once
+    collide about one time in thirty); the second is given a fresh id, not refused."""
+    import schedulers.registry.runs as runs_module
+
+    draws = iter(["aaaaaa", "aaaaaa", "bbbbbb"])
+    monkeypatch.setattr(runs_module.secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(runs_module.time, "strftime", lambda fmt: "20261203-063833")
+    first, second = new_run(reg, "alice"), new_run(reg, "alice")
+    assert (first, second) == ("20261203-063833-aaaaaa", "20261203-063833-bbbbbb")
+    assert reg.get(second).run_dir.name == "20261203-063833-bbbbbb" and reg.get(second).run_dir.is_dir()
