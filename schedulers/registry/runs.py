@@ -144,11 +144,11 @@ class RunRegistry(SweepTable):
         run_id = run_id or self.new_run_id()
         if not RUN_ID_RE.fullmatch(run_id):
             raise RegistryError(f"run id {run_id!r} is invalid; expected letters, digits, '_' and '-'")
-        directory = Path(run_dir).resolve() if run_dir is not None else self.runs_dir / run_id
         if data_source is None:
             data_source = _source_of(spec_json)
         now = time.time()
         for _ in range(ID_DRAWS):
+            directory = Path(run_dir).resolve() if run_dir is not None else self.runs_dir / run_id
             try:
                 self._insert_run(run_id, user, name, spec_json, spec_hash, framework, scheduler, partition,
                                  environment, now, directory, selection, data_source, sweep_id, sweep_point)
@@ -157,7 +157,6 @@ class RunRegistry(SweepTable):
                 if not generated:
                     raise RegistryError(f"run id {run_id} exists already") from None
                 run_id = self.new_run_id()
-                directory = Path(run_dir).resolve() if run_dir is not None else self.runs_dir / run_id
         else:
             raise RegistryError(f"no free run id after {ID_DRAWS} draws (last {run_id})")
         try:
